@@ -1,0 +1,53 @@
+/** `pier serve` (CONTRACT 1): flags with environment twins, graceful SIGTERM. */
+import type { Command } from 'commander';
+import { configFromEnv, mergeConfig, resolveConfig } from '../config.js';
+import { startPlatform } from '../platform.js';
+
+interface ServeFlags {
+  listen?: string;
+  dataDir?: string;
+  databaseUrl?: string;
+  publicUrl?: string;
+}
+
+export function registerServe(program: Command): void {
+  program
+    .command('serve')
+    .description('run the platform: API, console, object gateway and workers')
+    .option('--listen <host:port>', 'address of the API (env PIER_LISTEN; default 127.0.0.1:8080)')
+    .option('--data-dir <dir>', 'where the platform keeps its files (env PIER_DATA_DIR; default ./.pier)')
+    .option('--database-url <url>', 'external PostgreSQL for platform state (env PIER_DATABASE_URL)')
+    .option('--public-url <url>', 'base of handed-out URLs (env PIER_PUBLIC_URL; default http://LISTEN)')
+    .action(async (flags: ServeFlags) => {
+      let config;
+      try {
+        config = resolveConfig(mergeConfig(configFromEnv(process.env), flags));
+      } catch (err) {
+        console.error(`pier serve: ${(err as Error).message}`);
+        process.exit(2);
+      }
+      let platform;
+      try {
+        platform = await startPlatform(config);
+      } catch (err) {
+        console.error(`pier serve: ${(err as Error).message}`);
+        process.exit(1);
+      }
+      console.error(`pier is serving on ${platform.url} (operator token in ${config.dataDir}/operator-token unless PIER_OPERATOR_TOKEN is set)`);
+      let stopping = false;
+      const stop = (signal: string) => {
+        if (stopping) return;
+        stopping = true;
+        platform.app.log.info({ signal }, 'shutting down');
+        platform.close().then(
+          () => process.exit(0),
+          (err) => {
+            console.error(`pier serve: shutdown failed: ${(err as Error).message}`);
+            process.exit(1);
+          },
+        );
+      };
+      process.on('SIGTERM', () => stop('SIGTERM'));
+      process.on('SIGINT', () => stop('SIGINT'));
+    });
+}

@@ -1,0 +1,105 @@
+/**
+ * Flags and environment → one validated config object. Nothing else in pier reads
+ * `process.env`: everything that varies between installations arrives here, is checked
+ * once, and is handed down explicitly (so a test can build many apps side by side).
+ */
+import path from 'node:path';
+import { z } from 'zod';
+
+const listenPattern = /^(?<host>\[[0-9a-fA-F:]+\]|[^:]+):(?<port>\d{1,5})$/;
+
+export const configSchema = z.object({
+  /** HOST:PORT of the API, console and object gateway. */
+  listen: z.string().regex(listenPattern, 'must be HOST:PORT').default('127.0.0.1:8080'),
+  /** Everything the platform keeps on disk lives under this directory. */
+  dataDir: z.string().min(1).default('./.pier'),
+  /** External PostgreSQL for the platform's own state; absent = embedded cluster in dataDir. */
+  databaseUrl: z.string().url().optional(),
+  /** Base of every URL the platform hands out; defaults to http://LISTEN. */
+  publicUrl: z.string().url().optional(),
+  /** Bearer of the operator API; absent = generated into DATA_DIR/operator-token. */
+  operatorToken: z.string().min(16).optional(),
+  /** Lets customer-triggered outbound calls reach loopback and private ranges (tests only). */
+  allowPrivateTargets: z.boolean().default(false),
+  /** AES-256 master key for secrets, base64; absent = DATA_DIR/master.key (mode 0600). */
+  masterKey: z.string().optional(),
+  /** Region new organizations get when the operator names none. */
+  region: z.string().min(2).max(12).default('local'),
+  /** Address of the SSH gateway handed to clients (host:port); defaults to public host:2222. */
+  sshGatewayAddress: z.string().optional(),
+  /** OpenSSH public host key of the gateway; absent = generated into DATA_DIR/ssh_host_ed25519_key.pub. */
+  sshHostKey: z.string().optional(),
+  /** Directory of PostgreSQL server binaries for the embedded store; absent = found on the host. */
+  pgBinDir: z.string().optional(),
+  /** Unprivileged OS user that runs embedded servers when pier runs as root. */
+  serviceUser: z.string().min(1).default('pier'),
+  /** Log level of pino. */
+  logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  /** How long a worker's claim on a job lasts without a heartbeat before another may take it. */
+  jobLeaseMs: z.number().int().min(500).default(30_000),
+  /** Largest JSON body accepted by ordinary routes. */
+  bodyLimitBytes: z.number().int().min(1024).default(1024 * 1024),
+});
+
+export type ConfigInput = z.input<typeof configSchema>;
+export type Config = z.output<typeof configSchema> & {
+  publicUrl: string;
+  dataDir: string;
+  listenHost: string;
+  listenPort: number;
+  /** Whether publicUrl was given (else it follows the listener, even a port chosen at 0). */
+  publicUrlGiven: boolean;
+};
+
+/** Validates a partial config and fills in what derives from other fields. */
+export function resolveConfig(input: ConfigInput): Config {
+  const parsed = configSchema.safeParse(input);
+  if (!parsed.success) {
+    const lines = parsed.error.issues.map((i) => `  ${i.path.join('.')}: ${i.message}`);
+    throw new Error(`invalid configuration:\n${lines.join('\n')}`);
+  }
+  const c = parsed.data;
+  const m = listenPattern.exec(c.listen);
+  const listenHost = (m?.groups?.host ?? '127.0.0.1').replace(/^\[|\]$/g, '');
+  const listenPort = Number(m?.groups?.port ?? 8080);
+  const hostForUrl = listenHost.includes(':') ? `[${listenHost}]` : listenHost;
+  return {
+    ...c,
+    dataDir: path.resolve(c.dataDir),
+    listenHost,
+    listenPort,
+    publicUrl: (c.publicUrl ?? `http://${hostForUrl}:${listenPort}`).replace(/\/+$/, ''),
+    publicUrlGiven: c.publicUrl !== undefined,
+  };
+}
+
+/** The environment twins of the `pier serve` flags (CONTRACT 1), plus pier's own extras. */
+export function configFromEnv(env: NodeJS.ProcessEnv): ConfigInput {
+  const pick = (name: string) => (env[name] === undefined || env[name] === '' ? undefined : env[name]);
+  const num = (name: string) => (pick(name) === undefined ? undefined : Number(pick(name)));
+  return {
+    listen: pick('PIER_LISTEN'),
+    dataDir: pick('PIER_DATA_DIR'),
+    databaseUrl: pick('PIER_DATABASE_URL'),
+    publicUrl: pick('PIER_PUBLIC_URL'),
+    operatorToken: pick('PIER_OPERATOR_TOKEN'),
+    allowPrivateTargets: pick('PIER_ALLOW_PRIVATE_TARGETS') === '1',
+    masterKey: pick('PIER_MASTER_KEY'),
+    region: pick('PIER_REGION'),
+    sshGatewayAddress: pick('PIER_SSH_GATEWAY_ADDRESS'),
+    sshHostKey: pick('PIER_SSH_HOST_KEY'),
+    pgBinDir: pick('PIER_PG_BIN_DIR'),
+    serviceUser: pick('PIER_SERVICE_USER'),
+    logLevel: pick('PIER_LOG_LEVEL') as ConfigInput['logLevel'],
+    jobLeaseMs: num('PIER_JOB_LEASE_MS'),
+  };
+}
+
+/** Drops undefined entries so that flags only override the env where they were given. */
+export function mergeConfig(...parts: ConfigInput[]): ConfigInput {
+  const out: Record<string, unknown> = {};
+  for (const part of parts) {
+    for (const [k, v] of Object.entries(part)) if (v !== undefined) out[k] = v;
+  }
+  return out as ConfigInput;
+}

@@ -1,0 +1,54 @@
+/**
+ * The auth row of a route, declared as data next to the route (spec part 4 shorthand):
+ * which keys may call it (F, R, D), what agent tokens may do (A0, AW, AA, AD), and
+ * which app the request concerns. One plugin (plugins/auth.ts) enforces every row.
+ */
+import type { FastifyRequest } from 'fastify';
+
+/** F = full-access key; R = full or scope `read`; D = full, `deploy` or `deploy:<app>`. */
+export type Access = 'F' | 'R' | 'D';
+/** A0 none; AW sandbox and twin; AA every class; AD production needs prodDataRead. */
+export type AgentRule = 'A0' | 'AW' | 'AA' | 'AD';
+
+export interface RouteAuth {
+  /** Any one of these grants access. */
+  access: Access[];
+  /** Absent: the route is unknown to the agent rules, and agent tokens are refused. */
+  agent?: AgentRule;
+  /** The app the request concerns, if any (read from params or the raw body). */
+  app?: (req: FastifyRequest) => string | undefined;
+  /** Billing changes: only console keys of admins pass (spec 5.7). */
+  consoleAdmin?: boolean;
+}
+
+/** Public entrances (device code, token poll, sign-in, health). */
+export type RouteGuard = RouteAuth | 'public' | 'operator';
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    auth?: RouteGuard;
+  }
+}
+
+/** The app named by the `:name` path parameter. */
+export const appFromParams = (req: FastifyRequest): string | undefined =>
+  (req.params as Record<string, string | undefined>)?.name;
+
+/** The app named by a field of the (parsed, not yet validated) body. */
+export const appFromBodyField =
+  (field: string) =>
+  (req: FastifyRequest): string | undefined => {
+    const body = req.body as Record<string, unknown> | undefined;
+    const value = body?.[field];
+    return typeof value === 'string' ? value : undefined;
+  };
+
+/** The app named by the `app` field of the body. */
+export const appFromBody = appFromBodyField('app');
+
+export const auth = {
+  F: (agent?: AgentRule, app?: RouteAuth['app']): RouteAuth => ({ access: ['F'], agent, app }),
+  R: (agent?: AgentRule, app?: RouteAuth['app']): RouteAuth => ({ access: ['R'], agent, app }),
+  D: (agent?: AgentRule, app?: RouteAuth['app']): RouteAuth => ({ access: ['D'], agent, app }),
+  DorR: (agent?: AgentRule, app?: RouteAuth['app']): RouteAuth => ({ access: ['D', 'R'], agent, app }),
+};

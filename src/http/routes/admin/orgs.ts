@@ -1,0 +1,88 @@
+/** The operator API (CONTRACT 2): organizations, people, grants, suspension, limits. */
+import type { FastifyInstance } from 'fastify';
+import type { ZodTypeProvider } from 'fastify-type-provider-zod';
+import { z } from 'zod';
+import { grantBody, grantCredit } from '../../../services/billing.js';
+import { keyRecordSchema } from '../../../services/keys.js';
+import { ledgerEntrySchema } from '../../../services/ledger.js';
+import {
+  createOrg,
+  createOrgBody,
+  createUser,
+  createUserBody,
+  getOrg,
+  limitsBody,
+  listOrgs,
+  orgSchema,
+  setLimits,
+  setSuspended,
+  userSchema,
+} from '../../../services/orgs.js';
+import type { AppDeps } from '../../app.js';
+
+const idParams = z.object({ id: z.string().max(64) });
+const withToken = { token: z.string(), key: keyRecordSchema.extend({ token: z.string() }) };
+
+export function adminRoutes(root: FastifyInstance, { ctx, authenticator }: AppDeps): void {
+  const app = root.withTypeProvider<ZodTypeProvider>();
+  const config = { auth: 'operator' as const };
+
+  app.post('/admin/v1/orgs', {
+    config,
+    schema: {
+      tags: ['operator'],
+      summary: 'Create an organization with its first admin and a full-access key',
+      body: createOrgBody,
+      response: { 201: z.object({ org: orgSchema, user: userSchema, ...withToken }) },
+    },
+    handler: async (req, reply) => reply.code(201).send(await createOrg(ctx, req.body)),
+  });
+
+  app.get('/admin/v1/orgs', {
+    config,
+    schema: { tags: ['operator'], summary: 'Every organization', response: { 200: z.array(orgSchema) } },
+    handler: async () => listOrgs(ctx.db),
+  });
+
+  app.get('/admin/v1/orgs/:id', {
+    config,
+    schema: { tags: ['operator'], summary: 'One organization', params: idParams, response: { 200: orgSchema } },
+    handler: async (req) => getOrg(ctx.db, req.params.id),
+  });
+
+  app.post('/admin/v1/orgs/:id/users', {
+    config,
+    schema: {
+      tags: ['operator'],
+      summary: 'Add a person to an organization',
+      params: idParams,
+      body: createUserBody,
+      response: { 201: z.object({ user: userSchema, ...withToken }) },
+    },
+    handler: async (req, reply) => reply.code(201).send(await createUser(ctx, req.params.id, req.body)),
+  });
+
+  app.post('/admin/v1/orgs/:id/grants', {
+    config,
+    schema: { tags: ['operator'], summary: 'Grant credit', params: idParams, body: grantBody, response: { 201: ledgerEntrySchema } },
+    handler: async (req, reply) => reply.code(201).send(await grantCredit(ctx, req.params.id, req.body)),
+  });
+
+  for (const action of ['suspend', 'unsuspend'] as const) {
+    app.post(`/admin/v1/orgs/:id/${action}`, {
+      config,
+      schema: { tags: ['operator'], summary: `${action} an organization`, params: idParams, response: { 200: orgSchema } },
+      handler: async (req) => {
+        const org = await setSuspended(ctx, req.params.id, action === 'suspend');
+        await authenticator.orgChanged(org.id);
+        return org;
+      },
+    });
+  }
+
+  app.put('/admin/v1/orgs/:id/limits', {
+    config,
+    schema: { tags: ['operator'], summary: 'Set app and computer limits (null = unlimited)', params: idParams, body: limitsBody, response: { 200: orgSchema } },
+    handler: async (req) => setLimits(ctx, req.params.id, req.body),
+  });
+}

@@ -1,0 +1,32 @@
+/** Billing reads (spec 4.7): the credit account and its ledger. */
+import type { FastifyInstance } from 'fastify';
+import type { ZodTypeProvider } from 'fastify-type-provider-zod';
+import { z } from 'zod';
+import { creditAccountSchema, getCreditAccount, ledgerOf } from '../../../services/billing.js';
+import { ledgerEntrySchema } from '../../../services/ledger.js';
+import type { AppDeps } from '../../app.js';
+import { principalOf } from '../../plugins/auth.js';
+import { auth } from '../../route-auth.js';
+
+export function billingRoutes(root: FastifyInstance, { ctx }: AppDeps): void {
+  const app = root.withTypeProvider<ZodTypeProvider>();
+
+  app.get('/v1/billing/credits', {
+    config: { auth: auth.F('AA') },
+    schema: { tags: ['billing'], summary: 'The credit account', response: { 200: creditAccountSchema } },
+    handler: async (req) => getCreditAccount(ctx.db, principalOf(req).orgId),
+  });
+
+  app.get('/v1/billing/ledger', {
+    config: { auth: auth.F('AA') },
+    schema: {
+      tags: ['billing'],
+      summary: 'Ledger entries, newest first',
+      querystring: z.strictObject({ limit: z.coerce.number().int().min(1).max(500).default(50) }),
+      response: {
+        200: z.object({ orgId: z.string(), currency: z.literal('EUR'), limit: z.number(), entries: z.array(ledgerEntrySchema) }),
+      },
+    },
+    handler: async (req) => ledgerOf(ctx, principalOf(req).orgId, req.query.limit),
+  });
+}

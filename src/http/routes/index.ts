@@ -1,0 +1,28 @@
+/** Every route family of the control API, registered on one app. */
+import type { FastifyInstance } from 'fastify';
+import type { AppDeps } from '../app.js';
+import { adminRoutes } from './admin/orgs.js';
+import { appRoutes } from './apps/apps.js';
+import { billingRoutes } from './billing/credits.js';
+import { consoleRoutes } from './console/sign-in.js';
+import { deviceRoutes } from './device/device.js';
+import { secretRoutes } from './secrets/secrets.js';
+import { sshRoutes } from './ssh/ssh.js';
+import { agentActionRoutes } from './tokens/agent-actions.js';
+import { tokenRoutes } from './tokens/tokens.js';
+
+export async function registerRoutes(app: FastifyInstance, deps: AppDeps): Promise<void> {
+  for (const family of [
+    tokenRoutes,
+    agentActionRoutes,
+    sshRoutes,
+    deviceRoutes,
+    adminRoutes,
+    consoleRoutes,
+    appRoutes,
+    secretRoutes,
+    billingRoutes,
+  ]) {
+    family(app, deps);
+  }
+}

@@ -1,0 +1,49 @@
+/** Per-app secrets (spec 4.10): names and metadata out, values in, never back. */
+import type { FastifyInstance } from 'fastify';
+import type { ZodTypeProvider } from 'fastify-type-provider-zod';
+import { z } from 'zod';
+import { deleteSecret, listSecrets, putSecrets, putSecretsBody, secretSchema } from '../../../services/secrets.js';
+import type { AppDeps } from '../../app.js';
+import { principalOf } from '../../plugins/auth.js';
+import { appFromParams, auth } from '../../route-auth.js';
+
+const nameParams = z.object({ name: z.string().max(63) });
+
+export function secretRoutes(root: FastifyInstance, { ctx }: AppDeps): void {
+  const app = root.withTypeProvider<ZodTypeProvider>();
+
+  app.get('/v1/apps/:name/secrets', {
+    config: { auth: auth.DorR('AA', appFromParams) },
+    schema: { tags: ['secrets'], summary: "An app's secrets (names and metadata, never values)", params: nameParams, response: { 200: z.array(secretSchema) } },
+    handler: async (req) => listSecrets(ctx, principalOf(req).orgId, req.params.name),
+  });
+
+  app.put('/v1/apps/:name/secrets', {
+    config: { auth: auth.D('AW', appFromParams) },
+    schema: {
+      tags: ['secrets'],
+      summary: 'Set secrets and build flags',
+      params: nameParams,
+      body: putSecretsBody,
+      response: {
+        200: z.object({
+          appName: z.string(),
+          staged: z.boolean(),
+          changed: z.array(z.string()),
+          restarted: z.array(z.string()),
+          secrets: z.array(secretSchema),
+        }),
+      },
+    },
+    handler: async (req) => putSecrets(ctx, principalOf(req).orgId, req.params.name, req.body),
+  });
+
+  app.delete('/v1/apps/:name/secrets/:key', {
+    config: { auth: auth.D('AW', appFromParams) },
+    schema: { tags: ['secrets'], summary: 'Remove a secret', params: nameParams.extend({ key: z.string().max(256) }) },
+    handler: async (req, reply) => {
+      await deleteSecret(ctx, principalOf(req).orgId, req.params.name, req.params.key);
+      return reply.code(204).send();
+    },
+  });
+}

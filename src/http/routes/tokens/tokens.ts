@@ -1,0 +1,45 @@
+/** API keys (spec 4.1): create, list, revoke. */
+import type { FastifyInstance } from 'fastify';
+import type { ZodTypeProvider } from 'fastify-type-provider-zod';
+import { z } from 'zod';
+import { createKeyBody, keyRecordSchema, listKeys, mintKey, revokeKey } from '../../../services/keys.js';
+import type { AppDeps } from '../../app.js';
+import { principalOf } from '../../plugins/auth.js';
+import { auth } from '../../route-auth.js';
+
+export function tokenRoutes(root: FastifyInstance, { ctx, authenticator }: AppDeps): void {
+  const app = root.withTypeProvider<ZodTypeProvider>();
+
+  app.post('/v1/tokens', {
+    config: { auth: auth.F('A0') },
+    schema: {
+      tags: ['tokens'],
+      summary: 'Create an API key; its value is in this answer only',
+      body: createKeyBody,
+      response: { 201: keyRecordSchema.extend({ token: z.string() }) },
+    },
+    handler: async (req, reply) => {
+      const { key, orgId } = principalOf(req);
+      // Under delegation the new key belongs to the managed org and to nobody there.
+      const creator = { orgId, userId: orgId === key.orgId ? key.userId : null, expiresAt: key.expiresAt };
+      const created = await mintKey(ctx.db, ctx.clock(), creator, req.body);
+      return reply.code(201).send(created);
+    },
+  });
+
+  app.get('/v1/tokens', {
+    config: { auth: auth.F('AA') },
+    schema: { tags: ['tokens'], summary: 'List API keys (never their values)', response: { 200: z.array(keyRecordSchema) } },
+    handler: async (req) => listKeys(ctx, principalOf(req).orgId),
+  });
+
+  app.delete('/v1/tokens/:id', {
+    config: { auth: auth.F('A0') },
+    schema: { tags: ['tokens'], summary: 'Revoke an API key at once', params: z.object({ id: z.string().max(64) }) },
+    handler: async (req, reply) => {
+      await revokeKey(ctx, principalOf(req).orgId, req.params.id);
+      await authenticator.keyRevoked(req.params.id);
+      return reply.code(204).send();
+    },
+  });
+}

@@ -1,0 +1,143 @@
+/**
+ * The composition root: takes a config, brings up the state store (embedded or
+ * external), applies migrations, builds the services and the HTTP app, starts the job
+ * worker, and listens. `close()` undoes it all in reverse order.
+ */
+import { chmod, mkdir } from 'node:fs/promises';
+import path from 'node:path';
+import type { FastifyInstance } from 'fastify';
+import pino, { type Logger } from 'pino';
+import type { Config } from './config.js';
+import { SecretBox, loadMasterKey } from './crypto/secret-box.js';
+import { buildApp } from './http/app.js';
+import { JobCatalogue, type JobDefinition } from './jobs/catalogue.js';
+import { housekeepingJobs, scheduleHousekeeping } from './jobs/housekeeping.js';
+import { JobWorker } from './jobs/worker.js';
+import { Authenticator } from './services/authenticator.js';
+import type { Clock, ServiceContext } from './services/context.js';
+import { RateLimiter } from './services/rate-limit.js';
+import { loadOrCreateHostKey } from './ssh/host-key.js';
+import { parseSshPublicKey } from './ssh/public-key.js';
+import { openStore, type Store } from './store/db.js';
+import { startEmbeddedCluster, type EmbeddedCluster } from './store/embedded.js';
+import { migrate } from './store/migrate.js';
+import { lockDataDir, type DataDirLock } from './system/data-dir-lock.js';
+import { loadOperatorToken } from './system/operator-token.js';
+
+export interface PlatformOptions {
+  logger?: Logger;
+  clock?: Clock;
+  /** Extra job kinds (tests register their own). */
+  jobs?: JobDefinition[];
+}
+
+export interface Platform {
+  config: Config;
+  app: FastifyInstance;
+  url: string;
+  operatorToken: string;
+  store: Store;
+  ctx: ServiceContext;
+  worker: JobWorker;
+  close(): Promise<void>;
+}
+
+async function sshGateway(config: Config) {
+  const host = new URL(config.publicUrl).hostname;
+  const address = config.sshGatewayAddress ?? `${host}:2222`;
+  if (config.sshHostKey) {
+    const parsed = parseSshPublicKey(config.sshHostKey);
+    return { address, hostKey: parsed.normalized, fingerprint: parsed.fingerprint };
+  }
+  const key = await loadOrCreateHostKey(config.dataDir);
+  return { address, hostKey: key.publicKey, fingerprint: key.fingerprint };
+}
+
+export async function startPlatform(config: Config, opts: PlatformOptions = {}): Promise<Platform> {
+  const logger = opts.logger ?? pino({ level: config.logLevel });
+  const undo: (() => Promise<void>)[] = [];
+  const unwind = async () => {
+    for (const step of undo.reverse()) await step().catch((err) => logger.error({ err }, 'shutdown step failed'));
+  };
+  try {
+    // 0711: the service user must pass through to its own store dir; listing stays closed.
+    await mkdir(config.dataDir, { recursive: true, mode: 0o711 });
+    await chmod(config.dataDir, 0o711);
+    const lock: DataDirLock = await lockDataDir(config.dataDir);
+    undo.push(() => lock.release());
+
+    let url = config.databaseUrl;
+    if (!url) {
+      const cluster: EmbeddedCluster = await startEmbeddedCluster({
+        dir: path.join(config.dataDir, 'store'),
+        serviceUser: config.serviceUser,
+        binDir: config.pgBinDir,
+      });
+      undo.push(() => cluster.stop());
+      url = cluster.url;
+      logger.info({ pgdata: cluster.dataDir, reused: !cluster.started }, 'embedded store ready');
+    }
+    const store = openStore(url, { max: 20 });
+    undo.push(() => store.close());
+    const applied = await migrate(store.pool);
+    if (applied.length) logger.info({ applied }, 'migrations applied');
+
+    const clock = opts.clock ?? (() => new Date());
+    const box = new SecretBox(await loadMasterKey(config.dataDir, config.masterKey));
+    const operatorToken = await loadOperatorToken(config.dataDir, config.operatorToken);
+    const catalogue = new JobCatalogue([...housekeepingJobs(store.db), ...(opts.jobs ?? [])]);
+    const ctx: ServiceContext = { db: store.db, clock, box, jobs: catalogue, config, log: logger };
+
+    const authenticator = new Authenticator(store.db, clock, logger);
+    await authenticator.start(store.pool);
+    undo.push(() => authenticator.stop());
+
+    const app = await buildApp({
+      config,
+      ctx,
+      authenticator,
+      operatorToken,
+      sshGateway: await sshGateway(config),
+      logger,
+      rateLimiter: new RateLimiter(),
+    });
+    undo.push(() => app.close());
+    await app.listen({ host: config.listenHost, port: config.listenPort });
+    const address = app.server.address();
+    const port = typeof address === 'object' && address ? address.port : config.listenPort;
+    if (config.listenPort === 0 && !config.publicUrlGiven) {
+      // Port 0 (tests) is only known now; handed-out URLs must carry the real one.
+      const u = new URL(config.publicUrl);
+      u.port = String(port);
+      config.publicUrl = u.toString().replace(/\/$/, '');
+    }
+
+    const worker = new JobWorker({ db: store.db, pool: store.pool, catalogue, log: logger, leaseMs: config.jobLeaseMs });
+    await worker.start();
+    undo.push(() => worker.stop());
+    const stopSchedule = scheduleHousekeeping(store.db, catalogue);
+    undo.push(async () => stopSchedule());
+
+    const hostForUrl = config.listenHost.includes(':') ? `[${config.listenHost}]` : config.listenHost;
+    const base = `http://${hostForUrl}:${port}`;
+    logger.info({ url: base, publicUrl: config.publicUrl }, 'pier is serving');
+    let closed = false;
+    return {
+      config,
+      app,
+      url: base,
+      operatorToken,
+      store,
+      ctx,
+      worker,
+      async close() {
+        if (closed) return;
+        closed = true;
+        await unwind();
+      },
+    };
+  } catch (err) {
+    await unwind();
+    throw err;
+  }
+}

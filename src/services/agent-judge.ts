@@ -1,0 +1,29 @@
+/**
+ * The agent rules (spec 5.4): what an agent token may do on a route, decided from the
+ * route's declared agent rule, the app the request concerns and the token's block.
+ * Pure: the audit write and the answer are the caller's.
+ */
+import type { ErrorCode } from '../errors/catalogue.js';
+import type { AgentRule } from '../http/route-auth.js';
+import type { AgentBlock } from '../store/schema.js';
+
+export interface AgentRequest {
+  rule: AgentRule | undefined;
+  app: string | undefined;
+  usesOrgHeader: boolean;
+}
+
+/** The refusal code for this request, or undefined when the agent may go ahead. */
+export function judgeAgent(agent: AgentBlock, req: AgentRequest): ErrorCode | undefined {
+  if (req.usesOrgHeader) return 'agent-token-delegation';
+  if (req.rule === undefined) return 'agent-token-route-unknown';
+  if (req.rule === 'A0') return 'agent-token-credential';
+  if (agent.class === 'production') {
+    if (req.rule === 'AW') return 'agent-token-production-readonly';
+    if (req.rule === 'AD' && agent.prodDataRead !== true) return 'agent-token-production-data';
+  }
+  if (agent.apps && (req.app === undefined || !agent.apps.includes(req.app))) {
+    return 'agent-token-app-scope';
+  }
+  return undefined;
+}

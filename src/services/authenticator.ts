@@ -1,0 +1,180 @@
+/**
+ * Turns a bearer value into the key it names, fast enough for every request: keys and
+ * organization states are cached briefly, and every change that could make a cached
+ * answer wrong (revocation, suspension) invalidates it at once, in this process directly
+ * and in every other replica through PostgreSQL NOTIFY. Requests still in flight with a
+ * revoked key are aborted through their signal.
+ */
+import type { Logger } from 'pino';
+import type pg from 'pg';
+import { sql } from 'kysely';
+import { sha256 } from '../crypto/tokens.js';
+import type { Db } from '../store/db.js';
+import type { AgentBlock } from '../store/schema.js';
+import type { Clock } from './context.js';
+import { touchKeys } from './keys.js';
+
+const CHANNEL = 'pier_auth';
+
+export interface AuthenticatedKey {
+  id: string;
+  orgId: string;
+  userId: string | null;
+  role: 'admin' | 'member' | null;
+  scopes: string[] | null;
+  expiresAt: Date | null;
+  agent: AgentBlock | null;
+  console: boolean;
+}
+
+export interface OrgAuthState {
+  id: string;
+  suspended: boolean;
+  managedBy: string | null;
+}
+
+interface Cached<T> {
+  value: T;
+  at: number;
+}
+
+export class Authenticator {
+  private readonly keys = new Map<string, Cached<AuthenticatedKey>>();
+  private readonly orgs = new Map<string, Cached<OrgAuthState>>();
+  private readonly inflight = new Map<string, Set<AbortController>>();
+  private readonly uses = new Map<string, Date>();
+  private generation = 0;
+  private listener: pg.PoolClient | undefined;
+  private flushTimer: NodeJS.Timeout | undefined;
+
+  constructor(
+    private readonly db: Db,
+    private readonly clock: Clock,
+    private readonly log: Logger,
+    private readonly ttlMs = 30_000,
+  ) {}
+
+  async start(pool: pg.Pool): Promise<void> {
+    this.listener = await pool.connect();
+    this.listener.on('error', (err) => this.log.warn({ err }, 'auth listener lost'));
+    this.listener.on('notification', (msg) => this.applyInvalidation(msg.payload ?? ''));
+    await this.listener.query(`LISTEN ${CHANNEL}`);
+    // lastUsedAt is written in batches: one UPDATE per second instead of one per request.
+    this.flushTimer = setInterval(() => void this.flushUses(), 1000);
+  }
+
+  async stop(): Promise<void> {
+    clearInterval(this.flushTimer);
+    await this.flushUses();
+    if (this.listener) {
+      await this.listener.query(`UNLISTEN ${CHANNEL}`).catch(() => {});
+      this.listener.release();
+      this.listener = undefined;
+    }
+  }
+
+  /** The live key named by `token`, or undefined when it is unknown, revoked or expired. */
+  async authenticate(token: string): Promise<AuthenticatedKey | undefined> {
+    const hash = sha256(token);
+    const cacheKey = hash.toString('base64');
+    const now = this.clock();
+    let key = this.fresh(this.keys.get(cacheKey));
+    if (!key) {
+      const gen = this.generation;
+      const row = await this.db
+        .selectFrom('api_keys as k')
+        .leftJoin('users as u', 'u.id', 'k.user_id')
+        .select(['k.id', 'k.org_id', 'k.user_id', 'u.role', 'k.scopes', 'k.expires_at', 'k.agent', 'k.console'])
+        .where('k.hash', '=', hash)
+        .where('k.revoked_at', 'is', null)
+        .executeTakeFirst();
+      if (!row) return undefined;
+      key = {
+        id: row.id,
+        orgId: row.org_id,
+        userId: row.user_id,
+        role: row.role ?? null,
+        scopes: row.scopes,
+        expiresAt: row.expires_at,
+        agent: row.agent,
+        console: row.console,
+      };
+      // An invalidation that arrived while we read would be lost if we cached now.
+      if (gen === this.generation) this.keys.set(cacheKey, { value: key, at: Date.now() });
+    }
+    if (key.expiresAt && key.expiresAt.getTime() <= now.getTime()) return undefined;
+    this.uses.set(key.id, now);
+    return key;
+  }
+
+  /** Suspension and management of an organization, cached like keys. */
+  async org(orgId: string): Promise<OrgAuthState | undefined> {
+    const cached = this.fresh(this.orgs.get(orgId));
+    if (cached) return cached;
+    const gen = this.generation;
+    const row = await this.db
+      .selectFrom('orgs')
+      .select(['id', 'suspended_at', 'managed_by'])
+      .where('id', '=', orgId)
+      .executeTakeFirst();
+    if (!row) return undefined;
+    const state = { id: row.id, suspended: row.suspended_at !== null, managedBy: row.managed_by };
+    if (gen === this.generation) this.orgs.set(orgId, { value: state, at: Date.now() });
+    return state;
+  }
+
+  /** Ties a request to its key, so that revoking the key aborts the request. */
+  track(keyId: string): { signal: AbortSignal; done(): void } {
+    const ctl = new AbortController();
+    let set = this.inflight.get(keyId);
+    if (!set) this.inflight.set(keyId, (set = new Set()));
+    set.add(ctl);
+    return {
+      signal: ctl.signal,
+      done: () => {
+        set.delete(ctl);
+        if (set.size === 0) this.inflight.delete(keyId);
+      },
+    };
+  }
+
+  /** Call after a key's revocation has committed. */
+  async keyRevoked(keyId: string): Promise<void> {
+    this.applyInvalidation(`key:${keyId}`);
+    await this.broadcast(`key:${keyId}`);
+  }
+
+  /** Call after an organization's suspension or management has changed. */
+  async orgChanged(orgId: string): Promise<void> {
+    this.applyInvalidation(`org:${orgId}`);
+    await this.broadcast(`org:${orgId}`);
+  }
+
+  private async broadcast(payload: string): Promise<void> {
+    await sql`SELECT pg_notify(${CHANNEL}, ${payload})`.execute(this.db);
+  }
+
+  private applyInvalidation(payload: string): void {
+    this.generation++;
+    const [kind, id] = payload.split(':', 2) as [string, string];
+    if (kind === 'key') {
+      for (const [k, v] of this.keys) if (v.value.id === id) this.keys.delete(k);
+      for (const ctl of this.inflight.get(id) ?? []) ctl.abort(new Error('key revoked'));
+    } else if (kind === 'org') {
+      this.orgs.delete(id);
+      for (const [k, v] of this.keys) if (v.value.orgId === id) this.keys.delete(k);
+    }
+  }
+
+  private fresh<T>(entry: Cached<T> | undefined): T | undefined {
+    if (!entry || Date.now() - entry.at > this.ttlMs) return undefined;
+    return entry.value;
+  }
+
+  private async flushUses(): Promise<void> {
+    if (this.uses.size === 0) return;
+    const batch = new Map(this.uses);
+    this.uses.clear();
+    await touchKeys(this.db, batch).catch((err) => this.log.warn({ err }, 'lastUsedAt flush failed'));
+  }
+}

@@ -1,0 +1,97 @@
+/**
+ * The credit account as customers read it (spec 2.9, 4.7) and operator grants.
+ * Top-ups, auto-recharge, prices and metering arrive with the billing issue.
+ */
+import { z } from 'zod';
+import { ApiError, notFound } from '../errors/api-error.js';
+import type { Executor } from '../store/db.js';
+import type { ServiceContext } from './context.js';
+import { addLedgerEntry, listLedger, microsToCents, type LedgerEntry } from './ledger.js';
+
+export const creditAccountSchema = z.object({
+  orgId: z.string(),
+  currency: z.literal('EUR'),
+  prepaid: z.boolean(),
+  balanceMicros: z.string(),
+  balanceCents: z.number().int(),
+  blocked: z.boolean(),
+  blockedAt: z.string().nullable(),
+  warned: z.boolean(),
+  warnAtPercent: z.number().int(),
+  minTopupCents: z.number().int(),
+  priced: z.array(z.string()),
+  autoRecharge: z.object({
+    enabled: z.boolean(),
+    thresholdCents: z.number().int(),
+    amountCents: z.number().int(),
+    capCents: z.number().int(),
+    pending: z.boolean(),
+    failedAt: z.string().nullable(),
+    hasPaymentMethod: z.boolean(),
+  }),
+});
+export type CreditAccount = z.infer<typeof creditAccountSchema>;
+
+export const grantBody = z.strictObject({
+  amountCents: z.number().int().min(1).max(1e12),
+  reason: z.string().min(1).max(500).optional(),
+});
+
+export async function getCreditAccount(ex: Executor, orgId: string): Promise<CreditAccount> {
+  const row = await ex
+    .selectFrom('credit_accounts as a')
+    .innerJoin('orgs as o', 'o.id', 'a.org_id')
+    .select(['a.org_id', 'a.balance_micros', 'a.blocked_at', 'a.warn_at_percent', 'a.min_topup_cents', 'a.reference_cents', 'o.prepaid'])
+    .where('a.org_id', '=', orgId)
+    .executeTakeFirst();
+  if (!row) throw new ApiError('not-prepaid', 'This organization has no prepaid credit account.');
+  const micros = BigInt(String(row.balance_micros));
+  const cents = microsToCents(micros);
+  const warnLine = (row.reference_cents * row.warn_at_percent) / 100;
+  return {
+    orgId: row.org_id,
+    currency: 'EUR',
+    prepaid: row.prepaid,
+    balanceMicros: micros.toString(),
+    balanceCents: cents,
+    blocked: row.blocked_at !== null,
+    blockedAt: row.blocked_at?.toISOString() ?? null,
+    warned: row.reference_cents > 0 && cents < warnLine,
+    warnAtPercent: row.warn_at_percent,
+    minTopupCents: row.min_topup_cents,
+    priced: [],
+    autoRecharge: {
+      enabled: false,
+      thresholdCents: 0,
+      amountCents: 0,
+      capCents: 0,
+      pending: false,
+      failedAt: null,
+      hasPaymentMethod: false,
+    },
+  };
+}
+
+export async function ledgerOf(ctx: ServiceContext, orgId: string, limit: number) {
+  await getCreditAccount(ctx.db, orgId);
+  return { orgId, currency: 'EUR' as const, limit, entries: await listLedger(ctx.db, orgId, limit) };
+}
+
+export async function grantCredit(
+  ctx: ServiceContext,
+  orgId: string,
+  body: z.output<typeof grantBody>,
+): Promise<LedgerEntry> {
+  return ctx.db.transaction().execute(async (tx) => {
+    const org = await tx.selectFrom('orgs').select('id').where('id', '=', orgId).executeTakeFirst();
+    if (!org) throw notFound('Organization');
+    await getCreditAccount(tx, orgId);
+    return addLedgerEntry(tx, orgId, {
+      kind: 'grant',
+      cents: body.amountCents,
+      reference: 'operator',
+      detail: body.reason ?? 'operator grant',
+      at: ctx.clock(),
+    });
+  });
+}

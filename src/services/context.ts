@@ -1,0 +1,17 @@
+/** What every service is built from: the store, the clock, the secret box, the job catalogue. */
+import type { Logger } from 'pino';
+import type { Config } from '../config.js';
+import type { SecretBox } from '../crypto/secret-box.js';
+import type { JobCatalogue } from '../jobs/catalogue.js';
+import type { Db } from '../store/db.js';
+
+export type Clock = () => Date;
+
+export interface ServiceContext {
+  db: Db;
+  clock: Clock;
+  box: SecretBox;
+  jobs: JobCatalogue;
+  config: Config;
+  log: Logger;
+}

@@ -1,0 +1,143 @@
+/**
+ * Device login (spec 2.2, 4.2, 5.8; RFC 8628 in the platform's own error style): a CLI
+ * asks for a code, a person approves it in the console, and the CLI's poll, no faster
+ * than `interval`, receives a key of that person exactly once.
+ */
+import { sql } from 'kysely';
+import { z } from 'zod';
+import { ApiError, notFound } from '../errors/api-error.js';
+import { mintSecret, newId, sha256, userCode } from '../crypto/tokens.js';
+import type { ServiceContext } from './context.js';
+import { mintKey } from './keys.js';
+
+export const DEVICE_CODE_TTL_S = 600;
+export const DEVICE_POLL_INTERVAL_S = 5;
+
+export const deviceCodeBody = z
+  .strictObject({
+    client: z.string().min(1).max(120).optional(),
+    version: z.string().min(1).max(40).optional(),
+  })
+  .default({});
+export const deviceTokenBody = z.strictObject({ deviceCode: z.string().min(1).max(200) });
+export const deviceLookupBody = z.strictObject({ userCode: z.string().min(1).max(40) });
+export const deviceApproveBody = z.strictObject({
+  userCode: z.string().min(1).max(40),
+  approve: z.boolean().default(true),
+});
+
+/** People type codes in any case, with or without the dash. */
+function normalizeUserCode(code: string): string {
+  const c = code.toUpperCase().replace(/[^A-Z]/g, '');
+  return c.length === 8 ? `${c.slice(0, 4)}-${c.slice(4)}` : code;
+}
+
+export async function createDeviceCode(
+  ctx: ServiceContext,
+  body: z.output<typeof deviceCodeBody>,
+  requestedFrom: string,
+) {
+  const now = ctx.clock();
+  const device = mintSecret('pierd');
+  const code = userCode();
+  await ctx.db
+    .insertInto('device_logins')
+    .values({
+      id: newId('dev'),
+      device_code_hash: device.hash,
+      user_code: code,
+      client: body.client ?? null,
+      version: body.version ?? null,
+      requested_from: requestedFrom,
+      requested_at: now,
+      expires_at: new Date(now.getTime() + DEVICE_CODE_TTL_S * 1000),
+      interval_s: DEVICE_POLL_INTERVAL_S,
+      last_polled_at: null,
+      org_id: null,
+      user_id: null,
+    })
+    .execute();
+  const verificationUri = `${ctx.config.publicUrl}/console/device`;
+  return {
+    deviceCode: device.value,
+    userCode: code,
+    verificationUri,
+    verificationUriComplete: `${verificationUri}?userCode=${encodeURIComponent(code)}`,
+    expiresIn: DEVICE_CODE_TTL_S,
+    interval: DEVICE_POLL_INTERVAL_S,
+  };
+}
+
+/** One poll of the CLI. Answers the key once the person approved, else says why not yet. */
+export async function pollDeviceToken(ctx: ServiceContext, deviceCode: string) {
+  const now = ctx.clock();
+  return ctx.db.transaction().execute(async (tx) => {
+    const row = await tx
+      .selectFrom('device_logins')
+      .selectAll()
+      .where('device_code_hash', '=', sha256(deviceCode))
+      .forUpdate()
+      .executeTakeFirst();
+    if (!row) throw notFound('Device code');
+    if (row.state === 'redeemed') throw new ApiError('gone', 'This device code was already used.');
+    if (row.expires_at.getTime() <= now.getTime()) throw new ApiError('expired-token');
+    if (row.last_polled_at) {
+      const wait = row.last_polled_at.getTime() + row.interval_s * 1000 - now.getTime();
+      if (wait > 0) {
+        await tx.updateTable('device_logins').set({ last_polled_at: now }).where('id', '=', row.id).execute();
+        const retryAfter = Math.ceil(wait / 1000);
+        throw new ApiError('rate-limited', `Polling too fast; poll every ${row.interval_s} s.`, { interval: row.interval_s }, retryAfter);
+      }
+    }
+    await tx.updateTable('device_logins').set({ last_polled_at: now }).where('id', '=', row.id).execute();
+    if (row.state === 'denied') throw new ApiError('access-denied');
+    if (row.state === 'pending') {
+      throw new ApiError('authorization-pending', 'The login is waiting for approval in the console.', { interval: row.interval_s });
+    }
+    const name = `pier CLI${row.client ? ` (${row.client}${row.version ? ` ${row.version}` : ''})` : ''}`;
+    const key = await mintKey(tx, now, { orgId: row.org_id!, userId: row.user_id, expiresAt: null }, { name: name.slice(0, 120) });
+    await tx.updateTable('device_logins').set({ state: 'redeemed' }).where('id', '=', row.id).execute();
+    const org = await tx.selectFrom('orgs').select(['id', 'name']).where('id', '=', row.org_id!).executeTakeFirstOrThrow();
+    return { token: key.token, org: { id: org.id, name: org.name }, key };
+  });
+}
+
+async function pendingByUserCode(ctx: ServiceContext, code: string) {
+  const row = await ctx.db
+    .selectFrom('device_logins')
+    .selectAll()
+    .where('user_code', '=', normalizeUserCode(code))
+    .where('state', '=', 'pending')
+    .where('expires_at', '>', sql<Date>`${ctx.clock()}`)
+    .executeTakeFirst();
+  if (!row) throw notFound('Pending login with this code');
+  return row;
+}
+
+export async function lookupDevice(ctx: ServiceContext, code: string) {
+  const row = await pendingByUserCode(ctx, code);
+  return {
+    client: row.client,
+    version: row.version,
+    requestedFrom: row.requested_from,
+    requestedAt: row.requested_at.toISOString(),
+    expiresAt: row.expires_at.toISOString(),
+  };
+}
+
+export async function approveDevice(
+  ctx: ServiceContext,
+  orgId: string,
+  userId: string | null,
+  body: z.output<typeof deviceApproveBody>,
+) {
+  const row = await pendingByUserCode(ctx, body.userCode);
+  const res = await ctx.db
+    .updateTable('device_logins')
+    .set({ state: body.approve ? 'approved' : 'denied', org_id: orgId, user_id: userId })
+    .where('id', '=', row.id)
+    .where('state', '=', 'pending')
+    .executeTakeFirst();
+  if (res.numUpdatedRows === 0n) throw notFound('Pending login with this code');
+  return { ok: true, approved: body.approve };
+}

@@ -1,0 +1,195 @@
+/**
+ * Organizations and their people, as the operator API manages them (CONTRACT 2):
+ * creation (with the first admin and a full-access key), users, suspension, limits.
+ */
+import { z } from 'zod';
+import { ApiError, notFound } from '../errors/api-error.js';
+import { hashPassword } from '../crypto/password.js';
+import { newId } from '../crypto/tokens.js';
+import type { Executor, Tx } from '../store/db.js';
+import type { ServiceContext } from './context.js';
+import { mintKey, type KeyRecord } from './keys.js';
+import { addLedgerEntry } from './ledger.js';
+
+export const orgSchema = z.object({
+  id: z.string(),
+  name: z.string(),
+  region: z.string(),
+  prepaid: z.boolean(),
+  managedBy: z.string().optional(),
+  suspended: z.boolean(),
+  suspendedAt: z.string().optional(),
+  limits: z.object({ apps: z.number().nullable(), computers: z.number().nullable() }),
+  createdAt: z.string(),
+});
+export type Org = z.infer<typeof orgSchema>;
+
+export const userSchema = z.object({
+  id: z.string(),
+  orgId: z.string(),
+  email: z.string(),
+  role: z.enum(['admin', 'member']),
+  createdAt: z.string(),
+});
+export type User = z.infer<typeof userSchema>;
+
+export const createOrgBody = z.strictObject({
+  name: z.string().min(1).max(120),
+  region: z.string().min(2).max(12).regex(/^[a-z0-9-]+$/, 'lowercase letters, digits, hyphens').optional(),
+  prepaid: z.boolean().default(true),
+  grantCents: z.number().int().min(0).max(1e12).default(0),
+  managedBy: z.string().min(1).max(64).optional(),
+  /** pier: the first person's email and console password (both optional). */
+  email: z.email().max(254).optional(),
+  password: z.string().min(12).max(1024).optional(),
+});
+
+export const createUserBody = z.strictObject({
+  email: z.email().max(254),
+  password: z.string().min(12).max(1024).optional(),
+  role: z.enum(['admin', 'member']).default('member'),
+});
+
+export const limitsBody = z.strictObject({
+  apps: z.number().int().min(0).max(1_000_000).nullable().optional(),
+  computers: z.number().int().min(0).max(1_000_000).nullable().optional(),
+});
+
+type OrgRow = {
+  id: string;
+  name: string;
+  region: string;
+  prepaid: boolean;
+  managed_by: string | null;
+  suspended_at: Date | null;
+  limit_apps: number | null;
+  limit_computers: number | null;
+  created_at: Date;
+};
+
+export function toOrg(r: OrgRow): Org {
+  return {
+    id: r.id,
+    name: r.name,
+    region: r.region,
+    prepaid: r.prepaid,
+    ...(r.managed_by ? { managedBy: r.managed_by } : {}),
+    suspended: r.suspended_at !== null,
+    ...(r.suspended_at ? { suspendedAt: r.suspended_at.toISOString() } : {}),
+    limits: { apps: r.limit_apps, computers: r.limit_computers },
+    createdAt: r.created_at.toISOString(),
+  };
+}
+
+function toUser(r: { id: string; org_id: string; email: string; role: 'admin' | 'member'; created_at: Date }): User {
+  return { id: r.id, orgId: r.org_id, email: r.email, role: r.role, createdAt: r.created_at.toISOString() };
+}
+
+export async function getOrg(ex: Executor, id: string): Promise<Org> {
+  const row = await ex.selectFrom('orgs').selectAll().where('id', '=', id).executeTakeFirst();
+  if (!row) throw notFound('Organization');
+  return toOrg(row);
+}
+
+export async function listOrgs(ex: Executor): Promise<Org[]> {
+  const rows = await ex.selectFrom('orgs').selectAll().orderBy('created_at').execute();
+  return rows.map(toOrg);
+}
+
+async function insertUser(
+  tx: Tx,
+  ctx: ServiceContext,
+  orgId: string,
+  body: z.output<typeof createUserBody>,
+): Promise<{ user: User; token: KeyRecord & { token: string } }> {
+  const taken = await tx
+    .selectFrom('users')
+    .select('id')
+    .where((eb) => eb(eb.fn('lower', ['email']), '=', body.email.toLowerCase()))
+    .executeTakeFirst();
+  if (taken) throw new ApiError('already-exists', `A person with the email ${body.email} already exists.`);
+  const now = ctx.clock();
+  const row = await tx
+    .insertInto('users')
+    .values({
+      id: newId('usr'),
+      org_id: orgId,
+      email: body.email,
+      role: body.role,
+      password_hash: body.password ? await hashPassword(body.password) : null,
+      created_at: now,
+    })
+    .returningAll()
+    .executeTakeFirstOrThrow();
+  const token = await mintKey(tx, now, { orgId, userId: row.id, expiresAt: null }, { name: `${body.email} (operator)` });
+  return { user: toUser(row), token };
+}
+
+/** Creates an org, its first admin, that person's full-access key, and its credit account. */
+export async function createOrg(ctx: ServiceContext, body: z.output<typeof createOrgBody>) {
+  return ctx.db.transaction().execute(async (tx) => {
+    if (body.managedBy) {
+      const manager = await tx.selectFrom('orgs').select('id').where('id', '=', body.managedBy).executeTakeFirst();
+      if (!manager) throw new ApiError('bad-request', `managedBy: no organization '${body.managedBy}'.`, {
+        issues: [{ path: 'managedBy', message: 'no such organization' }],
+      });
+    }
+    const now = ctx.clock();
+    const orgRow = await tx
+      .insertInto('orgs')
+      .values({
+        id: newId('org'),
+        name: body.name,
+        region: body.region ?? ctx.config.region,
+        prepaid: body.prepaid,
+        managed_by: body.managedBy ?? null,
+        created_at: now,
+      })
+      .returningAll()
+      .executeTakeFirstOrThrow();
+    if (body.prepaid) await tx.insertInto('credit_accounts').values({ org_id: orgRow.id, created_at: now }).execute();
+    if (body.grantCents > 0) {
+      await addLedgerEntry(tx, orgRow.id, { kind: 'grant', cents: body.grantCents, reference: 'operator', detail: 'initial grant', at: now });
+    }
+    const slug = body.name.toLowerCase().replace(/[^a-z0-9]+/g, '-').replace(/^-|-$/g, '') || 'org';
+    const { user, token } = await insertUser(tx, ctx, orgRow.id, {
+      email: body.email ?? `admin+${orgRow.id}@${slug}.pier.invalid`,
+      password: body.password,
+      role: 'admin',
+    });
+    return { org: toOrg(orgRow), user, token: token.token, key: token };
+  });
+}
+
+export async function createUser(ctx: ServiceContext, orgId: string, body: z.output<typeof createUserBody>) {
+  return ctx.db.transaction().execute(async (tx) => {
+    await getOrg(tx, orgId);
+    const { user, token } = await insertUser(tx, ctx, orgId, body);
+    return { user, token: token.token, key: token };
+  });
+}
+
+export async function setSuspended(ctx: ServiceContext, orgId: string, suspended: boolean): Promise<Org> {
+  const row = await ctx.db
+    .updateTable('orgs')
+    .set({ suspended_at: suspended ? ctx.clock() : null })
+    .where('id', '=', orgId)
+    .returningAll()
+    .executeTakeFirst();
+  if (!row) throw notFound('Organization');
+  return toOrg(row);
+}
+
+export async function setLimits(ctx: ServiceContext, orgId: string, body: z.output<typeof limitsBody>): Promise<Org> {
+  const row = await ctx.db
+    .updateTable('orgs')
+    .set({
+      ...(body.apps !== undefined ? { limit_apps: body.apps } : {}),
+      ...(body.computers !== undefined ? { limit_computers: body.computers } : {}),
+    })
+    .where('id', '=', orgId)
+    .returningAll()
+    .executeTakeFirst();
+  if (!row) throw notFound('Organization');
+  return toOrg(row);
+}

@@ -1,0 +1,187 @@
+/**
+ * Row types of the platform's own tables, as kysely sees them. Kept in step with
+ * `migrations/*.sql` by hand; the integration tests exercise every table.
+ */
+import type { ColumnType, Generated } from 'kysely';
+
+type CreatedAt = ColumnType<Date, Date | string | undefined, never>;
+type Timestamp = ColumnType<Date, Date | string, Date | string>;
+type NullableTimestamp = ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
+/** numeric columns come back from pg as strings, which keeps micro-cents exact. */
+type Numeric = ColumnType<string, string | bigint | number, string | bigint | number>;
+
+export interface AgentBlock {
+  class: 'sandbox' | 'twin' | 'production';
+  apps?: string[];
+  prodDataRead?: boolean;
+}
+
+export interface OrgsTable {
+  id: string;
+  name: string;
+  region: string;
+  prepaid: boolean;
+  managed_by: string | null;
+  suspended_at: NullableTimestamp;
+  limit_apps: number | null;
+  limit_computers: number | null;
+  created_at: CreatedAt;
+}
+
+export interface UsersTable {
+  id: string;
+  org_id: string;
+  email: string;
+  role: 'admin' | 'member';
+  password_hash: string | null;
+  created_at: CreatedAt;
+}
+
+export interface ApiKeysTable {
+  id: string;
+  org_id: string;
+  user_id: string | null;
+  name: string;
+  prefix: string;
+  hash: Buffer;
+  scopes: string[] | null;
+  expires_at: NullableTimestamp;
+  agent: ColumnType<AgentBlock | null, string | null, string | null>;
+  console: Generated<boolean>;
+  created_at: CreatedAt;
+  last_used_at: NullableTimestamp;
+  revoked_at: NullableTimestamp;
+}
+
+export interface AgentActionsTable {
+  id: string;
+  org_id: string;
+  token_id: string;
+  method: string;
+  route: string;
+  path: string;
+  app: string | null;
+  verdict: 'allowed' | 'refused';
+  code: string | null;
+  request_id: string;
+  at: CreatedAt;
+}
+
+export interface SshKeysTable {
+  id: string;
+  org_id: string;
+  user_id: string | null;
+  name: string;
+  type: string;
+  bits: number;
+  fingerprint: string;
+  public_key: string;
+  created_at: CreatedAt;
+}
+
+export interface SshTokensTable {
+  id: string;
+  org_id: string;
+  app_name: string;
+  machine: string | null;
+  prefix: string;
+  hash: Buffer;
+  expires_at: Timestamp;
+  created_at: CreatedAt;
+}
+
+export interface DeviceLoginsTable {
+  id: string;
+  device_code_hash: Buffer;
+  user_code: string;
+  client: string | null;
+  version: string | null;
+  requested_from: string;
+  requested_at: CreatedAt;
+  expires_at: Timestamp;
+  interval_s: number;
+  last_polled_at: NullableTimestamp;
+  state: Generated<'pending' | 'approved' | 'denied' | 'redeemed'>;
+  org_id: string | null;
+  user_id: string | null;
+}
+
+export interface NamesTable {
+  name: string;
+  kind: string;
+  org_id: string;
+  created_at: CreatedAt;
+}
+
+export interface AppsTable {
+  id: string;
+  org_id: string;
+  name: string;
+  computer: Generated<boolean>;
+  created_at: CreatedAt;
+}
+
+export interface SecretsTable {
+  app_id: string;
+  name: string;
+  nonce: Buffer;
+  ciphertext: Buffer;
+  managed_reason: 'attachment' | 'resource-password' | null;
+  build: boolean | null;
+  updated_at: ColumnType<Date, Date | string | undefined, Date | string>;
+}
+
+export interface CreditAccountsTable {
+  org_id: string;
+  balance_micros: Generated<Numeric>;
+  blocked_at: NullableTimestamp;
+  warn_at_percent: Generated<number>;
+  min_topup_cents: Generated<number>;
+  reference_cents: Generated<number>;
+  created_at: CreatedAt;
+}
+
+export interface LedgerEntriesTable {
+  id: string;
+  org_id: string;
+  kind: 'topup' | 'usage' | 'grant' | 'refund' | 'adjustment';
+  amount_micros: Numeric;
+  reference: string | null;
+  window_from: NullableTimestamp;
+  window_to: NullableTimestamp;
+  detail: string | null;
+  at: CreatedAt;
+}
+
+export interface JobsTable {
+  id: Generated<number>;
+  kind: string;
+  payload: ColumnType<unknown, string, string>;
+  state: Generated<'queued' | 'running' | 'done' | 'failed'>;
+  attempts: Generated<number>;
+  max_attempts: number;
+  run_at: ColumnType<Date, Date | string | undefined, Date | string>;
+  locked_by: string | null;
+  locked_until: NullableTimestamp;
+  steps: ColumnType<Record<string, unknown>, string | undefined, string>;
+  last_error: string | null;
+  dedupe_key: string | null;
+  created_at: CreatedAt;
+  finished_at: NullableTimestamp;
+}
+
+export interface Database {
+  orgs: OrgsTable;
+  users: UsersTable;
+  api_keys: ApiKeysTable;
+  agent_actions: AgentActionsTable;
+  ssh_keys: SshKeysTable;
+  ssh_tokens: SshTokensTable;
+  device_logins: DeviceLoginsTable;
+  names: NamesTable;
+  apps: AppsTable;
+  secrets: SecretsTable;
+  credit_accounts: CreditAccountsTable;
+  ledger_entries: LedgerEntriesTable;
+  jobs: JobsTable;
+}
