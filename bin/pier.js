@@ -1,3 +1,3 @@
 #!/usr/bin/env node
 // The `pier` binary: runs the compiled CLI (built by `npm ci` through the `prepare` script).
-import('../dist/cli/main.js').then((m) => m.main(process.argv));
+import '../dist/cli/entry.js';
