@@ -9,7 +9,7 @@ import type { FastifyInstance } from 'fastify';
 import pino, { type Logger } from 'pino';
 import type { Config } from './config.js';
 import { SecretBox, loadMasterKey } from './crypto/secret-box.js';
-import { buildApp } from './http/app.js';
+import { buildApp, type AppDeps } from './http/app.js';
 import { JobCatalogue, type JobDefinition } from './jobs/catalogue.js';
 import { housekeepingJobs, scheduleHousekeeping } from './jobs/housekeeping.js';
 import { JobWorker } from './jobs/worker.js';
@@ -29,6 +29,8 @@ export interface PlatformOptions {
   clock?: Clock;
   /** Extra job kinds (tests register their own). */
   jobs?: JobDefinition[];
+  /** Extra route families (extensions; tests use it for probe routes). */
+  extraRoutes?: AppDeps['extraRoutes'];
 }
 
 export interface Platform {
@@ -100,6 +102,7 @@ export async function startPlatform(config: Config, opts: PlatformOptions = {}):
       sshGateway: await sshGateway(config),
       logger,
       rateLimiter: new RateLimiter(),
+      extraRoutes: opts.extraRoutes,
     });
     undo.push(() => app.close());
     await app.listen({ host: config.listenHost, port: config.listenPort });

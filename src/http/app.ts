@@ -26,6 +26,8 @@ export interface AppDeps {
   sshGateway: { address: string; hostKey: string; fingerprint: string };
   logger: Logger;
   rateLimiter: RateLimiter;
+  /** Extra route families, registered after the built-in ones (extensions and tests). */
+  extraRoutes?: ((app: FastifyInstance, deps: AppDeps) => void)[];
 }
 
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
@@ -61,6 +63,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   });
 
   await registerRoutes(app, deps);
+  for (const family of deps.extraRoutes ?? []) family(app, deps);
   app.get('/v1/openapi.json', { config: { auth: 'public' }, schema: { hide: true } }, async () =>
     app.swagger(),
   );

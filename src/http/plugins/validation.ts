@@ -15,13 +15,15 @@ export class RequestValidationError extends Error {
 }
 
 /** Turns zod issues into spec issues: dotted paths, one entry per problem. */
-export function toIssues(issues: z.core.$ZodIssue[], prefix = ''): ValidationIssue[] {
-  return issues.map((i) => {
-    const path = [prefix, ...i.path.map(String)].filter(Boolean).join('.');
-    let message = i.message;
-    if (i.code === 'unrecognized_keys') message = `unknown field(s): ${i.keys.join(', ')}`;
-    if (i.code === 'invalid_type' && i.input === undefined) message = 'is required';
-    return { path, message };
+export function toIssues(issues: z.core.$ZodIssue[]): ValidationIssue[] {
+  return issues.flatMap((i) => {
+    const path = i.path.map(String);
+    // One entry per unknown field, at the field's own path, so clients can point at it.
+    if (i.code === 'unrecognized_keys') {
+      return i.keys.map((k) => ({ path: [...path, k].join('.'), message: 'unknown field' }));
+    }
+    const message = i.code === 'invalid_type' && i.input === undefined ? 'is required' : i.message;
+    return [{ path: path.join('.'), message }];
   });
 }
 

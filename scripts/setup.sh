@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs what pier needs from Debian's packages and prepares the host. Idempotent:
+# a second run installs nothing and changes nothing.
+#   - PostgreSQL server binaries: the embedded state store (and, later, managed databases)
+#   - openssh-client: ssh-keygen, used by the tests to make real SSH keys
+#   - the unprivileged `pier` service user that runs the servers pier starts
+set -euo pipefail
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+
+need=()
+compgen -G '/usr/lib/postgresql/*/bin/postgres' >/dev/null || need+=(postgresql)
+command -v ssh-keygen >/dev/null || need+=(openssh-client)
+
+if [ ${#need[@]} -gt 0 ]; then
+  echo "setup: installing ${need[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}"
+fi
+
+if [ "$(id -u)" -eq 0 ] && ! id pier >/dev/null 2>&1; then
+  useradd --system --user-group --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin pier
+fi
+echo "setup: ready"
