@@ -42,7 +42,12 @@ declare module 'autocannon' {
       stop(): void;
       on(
         event: 'response',
-        listener: (client: unknown, statusCode: number, resBytes: number, responseTimeMs: number) => void,
+        listener: (
+          client: unknown,
+          statusCode: number,
+          resBytes: number,
+          responseTimeMs: number,
+        ) => void,
       ): this;
       on(event: string, listener: (...args: unknown[]) => void): this;
     }

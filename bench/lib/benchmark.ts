@@ -41,9 +41,7 @@ export interface Benchmark {
 }
 
 /** The result of one comparison: ratio and goal follow from the two measurements. */
-export function compare(
-  fields: Omit<BenchmarkResult, 'ratio' | 'goalMet'>,
-): BenchmarkResult {
+export function compare(fields: Omit<BenchmarkResult, 'ratio' | 'goalMet'>): BenchmarkResult {
   const ratio = fields.pier.requestsPerSec / fields.baseline.requestsPerSec;
   const goalMet = ratio >= fields.goal.minRatio && fields.pier.p99Ms < fields.goal.maxP99Ms;
   return { ...fields, ratio, goalMet };

@@ -91,7 +91,9 @@ function runWorker(opts: LoadOptions): Promise<WorkerReport> {
       try {
         resolve(parseReport(stdout));
       } catch (err) {
-        reject(new Error(`load worker for ${opts.url} printed no report (${String(err)}):\n${stdout}`));
+        reject(
+          new Error(`load worker for ${opts.url} printed no report (${String(err)}):\n${stdout}`),
+        );
       }
     });
   });

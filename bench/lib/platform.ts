@@ -65,7 +65,14 @@ export async function startBenchPlatform(): Promise<BenchPlatform> {
 
 /** A new organization made through the operator API, plus `extraKeys` more keys. */
 export async function createBenchOrg(p: BenchPlatform, extraKeys = 0): Promise<BenchOrg> {
-  const created = await call(p.url, p.operatorToken, 'POST', '/admin/v1/orgs', { name: 'bench' }, 201);
+  const created = await call(
+    p.url,
+    p.operatorToken,
+    'POST',
+    '/admin/v1/orgs',
+    { name: 'bench' },
+    201,
+  );
   if (!isRecord(created) || !isRecord(created.org) || typeof created.token !== 'string') {
     throw new Error(`POST /admin/v1/orgs answered an unexpected body: ${JSON.stringify(created)}`);
   }
@@ -131,7 +138,10 @@ async function createDatabase(adminUrl: string): Promise<Database> {
   await admin(adminUrl, `CREATE DATABASE ${name}`);
   const u = new URL(adminUrl);
   u.pathname = `/${name}`;
-  return { url: u.toString(), drop: () => admin(adminUrl, `DROP DATABASE IF EXISTS ${name} WITH (FORCE)`) };
+  return {
+    url: u.toString(),
+    drop: () => admin(adminUrl, `DROP DATABASE IF EXISTS ${name} WITH (FORCE)`),
+  };
 }
 
 async function admin(url: string, statement: string): Promise<void> {

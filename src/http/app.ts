@@ -40,6 +40,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     forceCloseConnections: 'idle',
   }) as unknown as FastifyInstance;
 
+  // JSON is the API's language; routes that take raw bytes or forms add their own parser.
+  app.removeContentTypeParser('text/plain');
   installValidation(app);
   installErrors(app);
   installObservability(app, new Registry());

@@ -71,28 +71,37 @@ export async function createDeviceCode(
 /** One poll of the CLI. Answers the key once the person approved, else says why not yet. */
 export async function pollDeviceToken(ctx: ServiceContext, deviceCode: string) {
   const now = ctx.clock();
-  return ctx.db.transaction().execute(async (tx) => {
+  // Refusals are returned, not thrown, out of the transaction: a throw would roll back the
+  // recorded poll time, and the next poll, however soon, would not count as too fast.
+  const outcome = await ctx.db.transaction().execute(async (tx) => {
     const row = await tx
       .selectFrom('device_logins')
       .selectAll()
       .where('device_code_hash', '=', sha256(deviceCode))
       .forUpdate()
       .executeTakeFirst();
-    if (!row) throw notFound('Device code');
-    if (row.state === 'redeemed') throw new ApiError('gone', 'This device code was already used.');
-    if (row.expires_at.getTime() <= now.getTime()) throw new ApiError('expired-token');
-    if (row.last_polled_at) {
-      const wait = row.last_polled_at.getTime() + row.interval_s * 1000 - now.getTime();
-      if (wait > 0) {
-        await tx.updateTable('device_logins').set({ last_polled_at: now }).where('id', '=', row.id).execute();
-        const retryAfter = Math.ceil(wait / 1000);
-        throw new ApiError('rate-limited', `Polling too fast; poll every ${row.interval_s} s.`, { interval: row.interval_s }, retryAfter);
-      }
-    }
+    if (!row) return { refusal: notFound('Device code') };
+    if (row.state === 'redeemed') return { refusal: new ApiError('gone', 'This device code was already used.') };
+    if (row.expires_at.getTime() <= now.getTime()) return { refusal: new ApiError('expired-token') };
     await tx.updateTable('device_logins').set({ last_polled_at: now }).where('id', '=', row.id).execute();
-    if (row.state === 'denied') throw new ApiError('access-denied');
+    if (row.last_polled_at && row.last_polled_at.getTime() + row.interval_s * 1000 > now.getTime()) {
+      // The too-fast poll counts as the last one: the next is welcome a full interval from now.
+      return {
+        refusal: new ApiError(
+          'rate-limited',
+          `Polling too fast; poll every ${row.interval_s} s.`,
+          { interval: row.interval_s },
+          row.interval_s,
+        ),
+      };
+    }
+    if (row.state === 'denied') return { refusal: new ApiError('access-denied') };
     if (row.state === 'pending') {
-      throw new ApiError('authorization-pending', 'The login is waiting for approval in the console.', { interval: row.interval_s });
+      return {
+        refusal: new ApiError('authorization-pending', 'The login is waiting for approval in the console.', {
+          interval: row.interval_s,
+        }),
+      };
     }
     const name = `pier CLI${row.client ? ` (${row.client}${row.version ? ` ${row.version}` : ''})` : ''}`;
     const key = await mintKey(tx, now, { orgId: row.org_id!, userId: row.user_id, expiresAt: null }, { name: name.slice(0, 120) });
@@ -100,6 +109,8 @@ export async function pollDeviceToken(ctx: ServiceContext, deviceCode: string) {
     const org = await tx.selectFrom('orgs').select(['id', 'name']).where('id', '=', row.org_id!).executeTakeFirstOrThrow();
     return { token: key.token, org: { id: org.id, name: org.name }, key };
   });
+  if ('refusal' in outcome) throw outcome.refusal;
+  return outcome;
 }
 
 async function pendingByUserCode(ctx: ServiceContext, code: string) {
