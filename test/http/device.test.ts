@@ -142,10 +142,23 @@ describe('device login, end to end', () => {
     expect(early.status).toBe(429);
     expect(early.body.code).toBe('rate-limited');
     expect(Number(early.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
-    advance(code.interval);
+    // A client that honours Retry-After is let through next time.
+    advance(Number(early.headers.get('retry-after')));
     const later = await poll(code.deviceCode);
     expect(later.status).toBe(400);
     expect(later.body.code).toBe('authorization-pending');
+  });
+
+  it('answers a flood of simultaneous polls of an approved code with exactly one key', async () => {
+    const code = await newCode();
+    expect((await approve(code.userCode, org.token)).status).toBe(200);
+    const answers = await Promise.all(Array.from({ length: 6 }, () => poll(code.deviceCode)));
+    const ok = answers.filter((a) => a.status === 200);
+    expect(ok).toHaveLength(1);
+    for (const a of answers.filter((x) => x.status !== 200)) {
+      expect([410, 429]).toContain(a.status);
+    }
+    expect((await tp.request('GET', '/v1/tokens', { token: ok[0]?.body.token })).status).toBe(200);
   });
 
   it('accepts a request without a body, and a user code typed in lower case without the dash', async () => {

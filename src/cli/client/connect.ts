@@ -27,3 +27,11 @@ export async function connect(opts: CommonOptions): Promise<ApiClient> {
   }
   return new ApiClient(settings.apiUrl, settings.apiKey);
 }
+
+/**
+ * Collects a repeatable option into an array. It takes no default (`[]`) so that help
+ * does not print "(default: [])"; an absent option is undefined.
+ */
+export function collect(value: string, previous: string[] | undefined): string[] {
+  return [...(previous ?? []), value];
+}

@@ -1,4 +1,16 @@
-/** Client commands talking to a pier API (filled in by the CLI module). */
+/** Client commands talking to a pier API: login, tokens, ssh-keys, apps, secrets. */
 import type { Command } from 'commander';
+import { registerApps } from './apps.js';
+import { registerLogin } from './login.js';
+import { registerSecrets } from './secrets.js';
+import { registerSshKeys } from './ssh-keys.js';
+import { registerTokens } from './tokens.js';
 
-export function registerClientCommands(_program: Command): void {}
+/** Adds the client commands to the `pier` program. */
+export function registerClientCommands(program: Command): void {
+  registerLogin(program, program.version() ?? '0.0.0');
+  registerTokens(program);
+  registerSshKeys(program);
+  registerApps(program);
+  registerSecrets(program);
+}

@@ -1,7 +1,7 @@
 /** `pier tokens list|create|revoke`: the organization's API keys (spec 2.1, 4.1). */
 import { type Command, InvalidArgumentError } from 'commander';
 import { apiPath } from './api-client.js';
-import { type CommonOptions, connect, withCommonOptions } from './connect.js';
+import { type CommonOptions, collect, connect, withCommonOptions } from './connect.js';
 import { CliError, action } from './errors.js';
 import { printJson, printTable, say, when } from './output.js';
 import type { AgentBlock, CreatedToken, TokenRecord } from './types.js';
@@ -10,11 +10,11 @@ const AGENT_CLASSES = ['sandbox', 'twin', 'production'] as const;
 
 interface CreateOptions extends CommonOptions {
   name: string;
-  scope: string[];
+  scope?: string[];
   ttl?: number;
   expiresAt?: string;
   agentClass?: AgentBlock['class'];
-  agentApp: string[];
+  agentApp?: string[];
   prodDataRead?: boolean;
 }
 
@@ -44,11 +44,11 @@ export function registerTokens(program: Command): void {
 
   withCommonOptions(tokens.command('create').description('create an API key; shown only once'))
     .requiredOption('--name <name>', 'what the key is for (1-120 characters)')
-    .option('--scope <scope>', 'limit the key: read, deploy, deploy:<app>, mail:send[:<domain>]; repeatable', collect, [])
+    .option('--scope <scope>', 'limit the key: read, deploy, deploy:<app>, mail:send[:<domain>]; repeatable', collect)
     .option('--ttl <seconds>', 'expire after this many seconds (60-31536000)', seconds)
     .option('--expires-at <iso>', 'expire at this moment (ISO 8601)')
     .option('--agent-class <class>', 'make it an agent token: sandbox, twin or production', agentClass)
-    .option('--agent-app <app>', 'app the agent token may touch; repeatable (default: all)', collect, [])
+    .option('--agent-app <app>', 'app the agent token may touch; repeatable (default: all)', collect)
     .option('--prod-data-read', 'production agent token may read data production holds')
     .action(
       action(async (opts: CreateOptions) => {
@@ -78,15 +78,16 @@ export function registerTokens(program: Command): void {
 /** The CreateToken body (spec 4.1) from the flags; the server checks the values. */
 function createBody(opts: CreateOptions): Record<string, unknown> {
   const body: Record<string, unknown> = { name: opts.name };
-  if (opts.scope.length > 0) body.scopes = opts.scope;
+  const apps = opts.agentApp ?? [];
+  if (opts.scope) body.scopes = opts.scope;
   if (opts.ttl !== undefined) body.ttlSeconds = opts.ttl;
   if (opts.expiresAt !== undefined) body.expiresAt = opts.expiresAt;
   if (opts.agentClass) {
     const agent: AgentBlock = { class: opts.agentClass };
-    if (opts.agentApp.length > 0) agent.apps = opts.agentApp;
+    if (apps.length > 0) agent.apps = apps;
     if (opts.prodDataRead) agent.prodDataRead = true;
     body.agent = agent;
-  } else if (opts.agentApp.length > 0 || opts.prodDataRead) {
+  } else if (apps.length > 0 || opts.prodDataRead) {
     throw new CliError('--agent-app and --prod-data-read need --agent-class');
   }
   return body;
@@ -99,10 +100,6 @@ function access(t: TokenRecord): string {
   const apps = t.agent.apps ? ` ${t.agent.apps.join(',')}` : '';
   const data = t.agent.prodDataRead ? ' +data' : '';
   return `${scope} agent:${t.agent.class}${apps}${data}`;
-}
-
-function collect(value: string, previous: string[]): string[] {
-  return [...previous, value];
 }
 
 function seconds(value: string): number {

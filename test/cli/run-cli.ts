@@ -1,0 +1,57 @@
+/**
+ * Runs the real `pier` binary (from source, through tsx) as a child process, the way a
+ * person would, with an environment built from scratch so the developer's own pier
+ * settings can never leak into a test.
+ */
+import { type ChildProcess, execFile } from 'node:child_process';
+import { mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+
+export const ENTRY = ['--import', 'tsx', 'src/cli/entry.ts'];
+
+export interface CliResult {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+export interface CliOptions {
+  /** Extra environment; undefined values remove a variable. */
+  env?: Record<string, string | undefined>;
+  /** Text written to the child's stdin (stdin is closed either way). */
+  input?: string;
+}
+
+/** process.env without anything that configures the pier client. */
+export function cleanEnv(extra: Record<string, string | undefined> = {}): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = { ...process.env };
+  for (const k of ['PIER_API_URL', 'PIER_API_KEY', 'PIER_CONFIG', 'PIER_LOGIN_POLL_MS']) delete env[k];
+  for (const [k, v] of Object.entries(extra)) {
+    if (v === undefined) delete env[k];
+    else env[k] = v;
+  }
+  return env;
+}
+
+/** Runs `pier ...args` to completion. */
+export function runCli(args: string[], opts: CliOptions = {}): Promise<CliResult> {
+  return new Promise((resolve) => {
+    const child: ChildProcess = execFile(
+      process.execPath,
+      [...ENTRY, ...args],
+      { env: cleanEnv(opts.env), timeout: 25_000 },
+      (err, stdout, stderr) => {
+        const code = err ? (typeof err.code === 'number' ? err.code : null) : 0;
+        resolve({ code, stdout: String(stdout), stderr: String(stderr) });
+      },
+    );
+    child.stdin?.end(opts.input ?? '');
+  });
+}
+
+/** A temporary directory for one test file's config files. */
+export async function tempDir(): Promise<{ dir: string; remove: () => Promise<void> }> {
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'pier-cli-test-'));
+  return { dir, remove: () => rm(dir, { recursive: true, force: true }) };
+}

@@ -1,0 +1,87 @@
+import type { FastifyInstance } from 'fastify';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ApiError } from '../../src/errors/api-error.js';
+import { principalOf } from '../../src/http/plugins/auth.js';
+import { auth } from '../../src/http/route-auth.js';
+import { resolveConfig } from '../../src/config.js';
+import { startPlatform, type Platform } from '../../src/platform.js';
+import { request, startTestPlatform, type TestOrg, type TestPlatform } from '../helpers/platform.js';
+import { mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+
+// A long-running route (like a wait or a shell session) that stops when its key is revoked.
+function slowRoutes(app: FastifyInstance): void {
+  app.get('/v1/probe/hold', { config: { auth: auth.F('AA') } }, async (req) => {
+    const { signal } = principalOf(req);
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(resolve, 10_000);
+      signal.addEventListener('abort', () => {
+        clearTimeout(timer);
+        reject(new ApiError('unauthenticated', 'The API key was revoked during the request.'));
+      });
+    });
+    return { held: true };
+  });
+}
+
+let tp: TestPlatform;
+let replica: Platform;
+let replicaDir: string;
+let org: TestOrg;
+
+beforeAll(async () => {
+  tp = await startTestPlatform({}, { extraRoutes: [slowRoutes] });
+  // A second replica on the same database, as behind a balancer.
+  replicaDir = await mkdtemp(path.join(os.tmpdir(), 'pier-replica-'));
+  replica = await startPlatform(
+    resolveConfig({ listen: '127.0.0.1:0', dataDir: replicaDir, databaseUrl: tp.db.url, logLevel: 'silent', operatorToken: tp.operatorToken }),
+  );
+  org = await tp.createOrg();
+});
+afterAll(async () => {
+  await replica?.close();
+  await rm(replicaDir, { recursive: true, force: true });
+  await tp?.close();
+});
+
+describe('revocation', () => {
+  it('rejects a request already in flight with the revoked key', async () => {
+    const key = (await tp.request('POST', '/v1/tokens', { token: org.token, body: { name: 'holder' } })).body;
+    const started = Date.now();
+    const held = tp.request('GET', '/v1/probe/hold', { token: key.token });
+    await new Promise((r) => setTimeout(r, 200));
+    expect((await tp.request('DELETE', `/v1/tokens/${key.id}`, { token: org.token })).status).toBe(204);
+    const res = await held;
+    expect(res.status).toBe(401);
+    expect(res.body.code).toBe('unauthenticated');
+    expect(Date.now() - started).toBeLessThan(5000);
+  });
+
+  it('refuses a revoked key on every replica, even one that had it cached', async () => {
+    const key = (await tp.request('POST', '/v1/tokens', { token: org.token, body: { name: 'cached' } })).body;
+    expect((await request(replica.url, 'GET', '/v1/tokens', { token: key.token })).status).toBe(200);
+    expect((await tp.request('DELETE', `/v1/tokens/${key.id}`, { token: org.token })).status).toBe(204);
+    // The invalidation travels by NOTIFY; allow it a moment, then it must hold.
+    let status = 200;
+    for (let i = 0; i < 50 && status === 200; i++) {
+      status = (await request(replica.url, 'GET', '/v1/tokens', { token: key.token })).status;
+      if (status === 200) await new Promise((r) => setTimeout(r, 10));
+    }
+    expect(status).toBe(401);
+  });
+
+  it('suspends an organization on every replica', async () => {
+    const o = await tp.createOrg();
+    expect((await request(replica.url, 'GET', '/v1/apps', { token: o.token })).status).toBe(200);
+    await tp.admin('POST', `/admin/v1/orgs/${o.id}/suspend`);
+    let res = await request(replica.url, 'GET', '/v1/apps', { token: o.token });
+    for (let i = 0; i < 50 && res.status === 200; i++) {
+      await new Promise((r) => setTimeout(r, 10));
+      res = await request(replica.url, 'GET', '/v1/apps', { token: o.token });
+    }
+    expect(res.status).toBe(403);
+    expect(res.body.code).toBe('org-suspended');
+    expect((await tp.request('GET', '/v1/apps', { token: o.token })).body.code).toBe('org-suspended');
+  });
+});
