@@ -9,6 +9,8 @@ import { newId } from '../crypto/tokens.js';
 import type { Executor, Tx } from '../store/db.js';
 
 export const MICROS_PER_CENT = 1_000_000n;
+/** The largest value of the integer column `credit_accounts.reference_cents`. */
+const MAX_REFERENCE_CENTS = 2_147_483_647;
 
 export type LedgerKind = 'topup' | 'usage' | 'grant' | 'refund' | 'adjustment';
 
@@ -89,7 +91,8 @@ export async function addLedgerEntry(tx: Tx, orgId: string, e: NewEntry): Promis
       balance_micros: sql`balance_micros + ${micros.toString()}::numeric`,
       // A positive entry lifts a block; the reference top-up is the largest credit seen.
       blocked_at: sql`CASE WHEN balance_micros + ${micros.toString()}::numeric > 0 THEN NULL ELSE blocked_at END`,
-      reference_cents: sql`GREATEST(reference_cents, ${e.cents > 0 ? e.cents : 0})`,
+      // reference_cents is an integer column; grants may be larger (up to 1e12 cents).
+      reference_cents: sql`GREATEST(reference_cents, ${Math.min(Math.max(e.cents, 0), MAX_REFERENCE_CENTS)})`,
     })
     .where('org_id', '=', orgId)
     .execute();

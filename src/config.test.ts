@@ -1,0 +1,34 @@
+import { describe, expect, it } from 'vitest';
+import { configFromEnv, mergeConfig, resolveConfig } from './config.js';
+
+describe('config', () => {
+  it('has the defaults of CONTRACT 1', () => {
+    const c = resolveConfig({});
+    expect(c.listen).toBe('127.0.0.1:8080');
+    expect(c.publicUrl).toBe('http://127.0.0.1:8080');
+    expect(c.dataDir.endsWith('.pier')).toBe(true);
+    expect(c.databaseUrl).toBeUndefined();
+    expect(c.allowPrivateTargets).toBe(false);
+  });
+
+  it('lets flags override the environment twins', () => {
+    const env = configFromEnv({ PIER_LISTEN: '0.0.0.0:9000', PIER_DATA_DIR: '/srv/pier', PIER_ALLOW_PRIVATE_TARGETS: '1' });
+    const c = resolveConfig(mergeConfig(env, { listen: '127.0.0.1:7000', dataDir: undefined }));
+    expect(c.listen).toBe('127.0.0.1:7000');
+    expect(c.dataDir).toBe('/srv/pier');
+    expect(c.allowPrivateTargets).toBe(true);
+    expect(c.publicUrlGiven).toBe(false);
+  });
+
+  it('handles IPv6 listeners and explicit public URLs', () => {
+    const c = resolveConfig({ listen: '[::1]:8443', publicUrl: 'https://pier.example.com/' });
+    expect(c.listenHost).toBe('::1');
+    expect(c.listenPort).toBe(8443);
+    expect(c.publicUrl).toBe('https://pier.example.com');
+    expect(resolveConfig({ listen: '[::1]:8443' }).publicUrl).toBe('http://[::1]:8443');
+  });
+
+  it('names every invalid setting', () => {
+    expect(() => resolveConfig({ listen: 'nope', databaseUrl: 'not a url' })).toThrow(/listen[\s\S]*databaseUrl/);
+  });
+});

@@ -1,0 +1,488 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startTestPlatform, type TestOrg, type TestPlatform } from '../helpers/platform.js';
+
+let tp: TestPlatform;
+beforeAll(async () => {
+  tp = await startTestPlatform();
+});
+afterAll(async () => tp?.close());
+
+const paths = (body: { issues?: { path: string }[] }) =>
+  (body.issues ?? []).map((i) => i.path).sort();
+
+let appCounter = 0;
+const appName = (stem: string) => `${stem}-${++appCounter}`;
+
+describe('operator API authentication', () => {
+  it('answers 401 unauthenticated without a token, with a wrong one, or with a customer key', async () => {
+    const none = await tp.request('GET', '/admin/v1/orgs');
+    expect(none.status).toBe(401);
+    expect(none.body.code).toBe('unauthenticated');
+    expect(typeof none.body.error).toBe('string');
+
+    const wrong = await tp.request('POST', '/admin/v1/orgs', {
+      token: `${tp.operatorToken}x`,
+      body: { name: 'sneaky' },
+    });
+    expect(wrong.status).toBe(401);
+    expect(wrong.body.code).toBe('unauthenticated');
+
+    const customer = await tp.createOrg();
+    const asCustomer = await tp.request('GET', '/admin/v1/orgs', { token: customer.token });
+    expect(asCustomer.status).toBe(401);
+    expect(asCustomer.body.code).toBe('unauthenticated');
+
+    // Nothing was created by the refused attempt.
+    const list = await tp.admin('GET', '/admin/v1/orgs');
+    expect(list.status).toBe(200);
+    expect(list.body.map((o: { name: string }) => o.name)).not.toContain('sneaky');
+  });
+
+  it('keeps customer routes closed to the operator token', async () => {
+    const res = await tp.request('GET', '/v1/tokens', { token: tp.operatorToken });
+    expect(res.status).toBe(401);
+    expect(res.body.code).toBe('unauthenticated');
+  });
+});
+
+describe('POST /admin/v1/orgs', () => {
+  it('creates an org with its first admin and a working full-access key', async () => {
+    const res = await tp.admin('POST', '/admin/v1/orgs', { name: 'Acme' });
+    expect(res.status).toBe(201);
+    const { org, user, token, key } = res.body;
+    expect(org.id).toMatch(/^org-/);
+    expect(org.name).toBe('Acme');
+    expect(org.prepaid).toBe(true);
+    expect(org.region).toBe('local');
+    expect(org.suspended).toBe(false);
+    expect(org.managedBy).toBeUndefined();
+    expect(org.limits).toEqual({ apps: null, computers: null });
+    expect(new Date(org.createdAt).getTime()).not.toBeNaN();
+    expect(user.orgId).toBe(org.id);
+    expect(user.role).toBe('admin');
+    expect(user.id).toEqual(expect.any(String));
+    expect(token).toEqual(expect.any(String));
+    expect(key.token).toBe(token);
+    expect(key.id).toMatch(/^tok-/);
+    expect(key.orgId).toBe(org.id);
+    expect(key.userId).toBe(user.id);
+    expect(key.scopes).toBeUndefined();
+    expect(key.expiresAt).toBeUndefined();
+
+    const tokens = await tp.request('GET', '/v1/tokens', { token });
+    expect(tokens.status).toBe(200);
+    expect(tokens.body.map((k: { id: string }) => k.id)).toContain(key.id);
+    const credits = await tp.request('GET', '/v1/billing/credits', { token });
+    expect(credits.status).toBe(200);
+    expect(credits.body.balanceMicros).toBe('0');
+
+    const read = await tp.admin('GET', `/admin/v1/orgs/${org.id}`);
+    expect(read.status).toBe(200);
+    expect(read.body).toEqual(org);
+  });
+
+  it('takes region, prepaid false and an initial grant', async () => {
+    const res = await tp.admin('POST', '/admin/v1/orgs', {
+      name: 'Elsewhere',
+      region: 'eu-west',
+      prepaid: false,
+    });
+    expect(res.status).toBe(201);
+    expect(res.body.org.region).toBe('eu-west');
+    expect(res.body.org.prepaid).toBe(false);
+    const credits = await tp.request('GET', '/v1/billing/credits', { token: res.body.token });
+    expect(credits.status).toBe(409);
+    expect(credits.body.code).toBe('not-prepaid');
+
+    const granted = await tp.admin('POST', '/admin/v1/orgs', { name: 'Granted', grantCents: 500 });
+    expect(granted.status).toBe(201);
+    const account = await tp.request('GET', '/v1/billing/credits', { token: granted.body.token });
+    expect(account.body.balanceCents).toBe(500);
+  });
+
+  it('reports every wrong field at once', async () => {
+    const res = await tp.admin('POST', '/admin/v1/orgs', { grantCents: -1, colour: 'blue' });
+    expect(res.status).toBe(400);
+    expect(res.body.code).toBe('bad-request');
+    const issuePaths = paths(res.body);
+    expect(issuePaths).toContain('name');
+    expect(issuePaths).toContain('grantCents');
+    expect(res.body.issues.length).toBe(3);
+    expect(JSON.stringify(res.body.issues)).toContain('colour');
+    expect(res.body.error).toContain('name');
+    expect(res.body.error).toContain('grantCents');
+    for (const issue of res.body.issues) expect(issue.message).toEqual(expect.any(String));
+  });
+
+  it.each([
+    [{ name: '' }, 'name'],
+    [{ name: 'x'.repeat(121) }, 'name'],
+    [{ name: 'ok', grantCents: 1.5 }, 'grantCents'],
+    [{ name: 'ok', prepaid: 'yes' }, 'prepaid'],
+    [{ name: 'ok', region: 'Not A Region' }, 'region'],
+  ])('refuses %j naming %s', async (body, field) => {
+    const res = await tp.admin('POST', '/admin/v1/orgs', body);
+    expect(res.status).toBe(400);
+    expect(res.body.code).toBe('bad-request');
+    expect(paths(res.body)).toEqual([field]);
+  });
+
+  it('refuses managedBy naming no organization', async () => {
+    const res = await tp.admin('POST', '/admin/v1/orgs', { name: 'orphan', managedBy: 'org-nope' });
+    expect(res.status).toBe(400);
+    expect(res.body.code).toBe('bad-request');
+    expect(paths(res.body)).toEqual(['managedBy']);
+  });
+});
+
+describe('POST /admin/v1/orgs/:id/users', () => {
+  let org: TestOrg;
+  beforeAll(async () => {
+    org = await tp.createOrg();
+  });
+
+  it('adds a member by default, with a working key', async () => {
+    const res = await tp.admin('POST', `/admin/v1/orgs/${org.id}/users`, {
+      email: 'member@example.com',
+    });
+    expect(res.status).toBe(201);
+    expect(res.body.user).toMatchObject({
+      orgId: org.id,
+      email: 'member@example.com',
+      role: 'member',
+    });
+    expect(res.body.token).toEqual(expect.any(String));
+    const tokens = await tp.request('GET', '/v1/tokens', { token: res.body.token });
+    expect(tokens.status).toBe(200);
+    const own = tokens.body.find((k: { userId?: string }) => k.userId === res.body.user.id);
+    expect(own).toBeDefined();
+    expect(own.orgId).toBe(org.id);
+  });
+
+  it('adds an admin with a password', async () => {
+    const res = await tp.admin('POST', `/admin/v1/orgs/${org.id}/users`, {
+      email: 'boss@example.com',
+      password: 'correct horse battery',
+      role: 'admin',
+    });
+    expect(res.status).toBe(201);
+    expect(res.body.user.role).toBe('admin');
+    expect(JSON.stringify(res.body)).not.toContain('correct horse battery');
+  });
+
+  it('refuses a password shorter than 12 characters, a bad email and a bad role', async () => {
+    const short = await tp.admin('POST', `/admin/v1/orgs/${org.id}/users`, {
+      email: 'short@example.com',
+      password: 'elevenchars',
+    });
+    expect(short.status).toBe(400);
+    expect(short.body.code).toBe('bad-request');
+    expect(paths(short.body)).toEqual(['password']);
+
+    const twelve = await tp.admin('POST', `/admin/v1/orgs/${org.id}/users`, {
+      email: 'twelve@example.com',
+      password: 'twelve chars',
+    });
+    expect(twelve.status).toBe(201);
+
+    const all = await tp.admin('POST', `/admin/v1/orgs/${org.id}/users`, {
+      email: 'not-an-email',
+      password: 'short',
+      role: 'owner',
+    });
+    expect(all.status).toBe(400);
+    expect(paths(all.body)).toEqual(['email', 'password', 'role']);
+
+    const missing = await tp.admin('POST', `/admin/v1/orgs/${org.id}/users`, {});
+    expect(missing.status).toBe(400);
+    expect(paths(missing.body)).toEqual(['email']);
+  });
+
+  it('refuses a duplicate email with 409 already-exists, whatever its case or org', async () => {
+    const first = await tp.admin('POST', `/admin/v1/orgs/${org.id}/users`, {
+      email: 'dup@example.com',
+    });
+    expect(first.status).toBe(201);
+    const again = await tp.admin('POST', `/admin/v1/orgs/${org.id}/users`, {
+      email: 'DUP@example.com',
+    });
+    expect(again.status).toBe(409);
+    expect(again.body.code).toBe('already-exists');
+    const other = await tp.createOrg();
+    const elsewhere = await tp.admin('POST', `/admin/v1/orgs/${other.id}/users`, {
+      email: 'dup@example.com',
+    });
+    expect(elsewhere.status).toBe(409);
+    expect(elsewhere.body.code).toBe('already-exists');
+  });
+});
+
+describe('unknown organizations', () => {
+  it.each([
+    ['GET', '/admin/v1/orgs/org-missing', undefined],
+    ['POST', '/admin/v1/orgs/org-missing/users', { email: 'ghost@example.com' }],
+    ['POST', '/admin/v1/orgs/org-missing/grants', { amountCents: 100 }],
+    ['POST', '/admin/v1/orgs/org-missing/suspend', undefined],
+    ['POST', '/admin/v1/orgs/org-missing/unsuspend', undefined],
+    ['PUT', '/admin/v1/orgs/org-missing/limits', { apps: 1 }],
+  ])('%s %s answers 404 not-found', async (method, path, body) => {
+    const res = await tp.admin(method, path, body);
+    expect(res.status).toBe(404);
+    expect(res.body.code).toBe('not-found');
+  });
+});
+
+describe('POST /admin/v1/orgs/:id/grants', () => {
+  it('books a grant entry in micro-cents and raises the balance', async () => {
+    const org = await tp.createOrg({ grantCents: 100 });
+    const res = await tp.admin('POST', `/admin/v1/orgs/${org.id}/grants`, {
+      amountCents: 250,
+      reason: 'welcome',
+    });
+    expect(res.status).toBe(201);
+    expect(res.body.id).toEqual(expect.any(String));
+    expect(res.body.kind).toBe('grant');
+    expect(res.body.amountMicros).toBe('250000000');
+    expect(res.body.amountCents).toBe(250);
+    expect(res.body.detail).toBe('welcome');
+    expect(new Date(res.body.at).getTime()).not.toBeNaN();
+
+    const big = await tp.admin('POST', `/admin/v1/orgs/${org.id}/grants`, {
+      amountCents: 123_456_789_012,
+    });
+    expect(big.status).toBe(201);
+    expect(big.body.amountMicros).toBe('123456789012000000');
+
+    const credits = await tp.request('GET', '/v1/billing/credits', { token: org.token });
+    expect(credits.body.balanceMicros).toBe('123456789362000000');
+    expect(credits.body.balanceCents).toBe(123_456_789_362);
+
+    const ledger = await tp.request('GET', '/v1/billing/ledger', { token: org.token });
+    expect(ledger.body.entries.map((e: { id: string }) => e.id)).toContain(res.body.id);
+  });
+
+  it.each([[{ amountCents: 0 }], [{ amountCents: -5 }], [{ amountCents: 1.5 }], [{}]])(
+    'refuses %j with 400',
+    async (body) => {
+      const org = await tp.createOrg();
+      const res = await tp.admin('POST', `/admin/v1/orgs/${org.id}/grants`, body);
+      expect(res.status).toBe(400);
+      expect(res.body.code).toBe('bad-request');
+      expect(paths(res.body)).toEqual(['amountCents']);
+    },
+  );
+
+  it('refuses a grant to an org without a credit account with 409 not-prepaid', async () => {
+    const org = await tp.createOrg({ prepaid: false });
+    const res = await tp.admin('POST', `/admin/v1/orgs/${org.id}/grants`, { amountCents: 100 });
+    expect(res.status).toBe(409);
+    expect(res.body.code).toBe('not-prepaid');
+  });
+});
+
+describe('suspension', () => {
+  it('closes every customer route at once with 403 org-suspended, and unsuspending reopens them', async () => {
+    const org = await tp.createOrg();
+    const app = appName('susp');
+    expect(
+      (await tp.request('POST', '/v1/apps', { token: org.token, body: { name: app } })).status,
+    ).toBe(201);
+    // Warm every cache first: suspension must not wait for one to run out.
+    expect((await tp.request('GET', '/v1/tokens', { token: org.token })).status).toBe(200);
+    expect((await tp.request('GET', '/v1/apps', { token: org.token })).status).toBe(200);
+
+    const suspended = await tp.admin('POST', `/admin/v1/orgs/${org.id}/suspend`);
+    expect(suspended.status).toBe(200);
+    expect(suspended.body.id).toBe(org.id);
+    expect(suspended.body.suspended).toBe(true);
+    expect(new Date(suspended.body.suspendedAt).getTime()).not.toBeNaN();
+
+    const routes: [string, string, unknown?][] = [
+      ['GET', '/v1/tokens'],
+      ['GET', '/v1/apps'],
+      ['GET', `/v1/apps/${app}`],
+      ['POST', '/v1/apps', { name: appName('blocked') }],
+      ['POST', '/v1/tokens', { name: 'blocked' }],
+      ['GET', '/v1/billing/credits'],
+      ['GET', '/v1/ssh'],
+      ['GET', '/v1/ssh-keys'],
+    ];
+    for (const [method, path, body] of routes) {
+      const res = await tp.request(method, path, { token: org.token, body });
+      expect(res.status, `${method} ${path}`).toBe(403);
+      expect(res.body.code, `${method} ${path}`).toBe('org-suspended');
+    }
+
+    const unsuspended = await tp.admin('POST', `/admin/v1/orgs/${org.id}/unsuspend`);
+    expect(unsuspended.status).toBe(200);
+    expect(unsuspended.body.suspended).toBe(false);
+    expect(unsuspended.body.suspendedAt).toBeUndefined();
+    expect((await tp.request('GET', '/v1/tokens', { token: org.token })).status).toBe(200);
+    const apps = await tp.request('GET', '/v1/apps', { token: org.token });
+    expect(apps.status).toBe(200);
+    expect(apps.body.map((a: { name: string }) => a.name)).toEqual([app]);
+  });
+
+  it('leaves other organizations alone', async () => {
+    const a = await tp.createOrg();
+    const b = await tp.createOrg();
+    expect((await tp.admin('POST', `/admin/v1/orgs/${a.id}/suspend`)).status).toBe(200);
+    expect((await tp.request('GET', '/v1/tokens', { token: b.token })).status).toBe(200);
+    expect((await tp.request('GET', '/v1/tokens', { token: a.token })).status).toBe(403);
+  });
+});
+
+describe('PUT /admin/v1/orgs/:id/limits', () => {
+  it('caps the number of apps with 403 org-limit-apps, and null lifts the cap', async () => {
+    const org = await tp.createOrg();
+    const limited = await tp.admin('PUT', `/admin/v1/orgs/${org.id}/limits`, { apps: 1 });
+    expect(limited.status).toBe(200);
+    expect(limited.body.limits).toEqual({ apps: 1, computers: null });
+
+    const first = await tp.request('POST', '/v1/apps', {
+      token: org.token,
+      body: { name: appName('lim') },
+    });
+    expect(first.status).toBe(201);
+    const second = await tp.request('POST', '/v1/apps', {
+      token: org.token,
+      body: { name: appName('lim') },
+    });
+    expect(second.status).toBe(403);
+    expect(second.body.code).toBe('org-limit-apps');
+    expect(second.body.limit).toBe(1);
+    expect(second.body.current).toBe(1);
+
+    // Setting computers alone leaves apps as they are.
+    const computers = await tp.admin('PUT', `/admin/v1/orgs/${org.id}/limits`, { computers: 3 });
+    expect(computers.body.limits).toEqual({ apps: 1, computers: 3 });
+
+    const lifted = await tp.admin('PUT', `/admin/v1/orgs/${org.id}/limits`, { apps: null });
+    expect(lifted.status).toBe(200);
+    expect(lifted.body.limits).toEqual({ apps: null, computers: 3 });
+    const now = await tp.request('POST', '/v1/apps', {
+      token: org.token,
+      body: { name: appName('lim') },
+    });
+    expect(now.status).toBe(201);
+  });
+
+  it('a limit of 0 forbids any app', async () => {
+    const org = await tp.createOrg();
+    expect((await tp.admin('PUT', `/admin/v1/orgs/${org.id}/limits`, { apps: 0 })).status).toBe(
+      200,
+    );
+    const res = await tp.request('POST', '/v1/apps', {
+      token: org.token,
+      body: { name: appName('zero') },
+    });
+    expect(res.status).toBe(403);
+    expect(res.body).toMatchObject({ code: 'org-limit-apps', limit: 0, current: 0 });
+  });
+
+  it('refuses negative, fractional and unknown limits', async () => {
+    const org = await tp.createOrg();
+    const res = await tp.admin('PUT', `/admin/v1/orgs/${org.id}/limits`, {
+      apps: -1,
+      computers: 1.5,
+    });
+    expect(res.status).toBe(400);
+    expect(res.body.code).toBe('bad-request');
+    expect(paths(res.body)).toEqual(['apps', 'computers']);
+    const unknown = await tp.admin('PUT', `/admin/v1/orgs/${org.id}/limits`, { machines: 1 });
+    expect(unknown.status).toBe(400);
+  });
+});
+
+describe('managed organizations (X-Platform-Org)', () => {
+  let a: TestOrg;
+  let b: TestOrg;
+  let c: TestOrg;
+  const bApp = appName('managed');
+
+  beforeAll(async () => {
+    a = await tp.createOrg({ name: 'Manager' });
+    b = await tp.createOrg({ name: 'Managed', managedBy: a.id });
+    c = await tp.createOrg({ name: 'Unrelated' });
+    const res = await tp.request('POST', '/v1/apps', { token: b.token, body: { name: bApp } });
+    expect(res.status).toBe(201);
+  });
+
+  it('records managedBy on the managed org', async () => {
+    const res = await tp.admin('GET', `/admin/v1/orgs/${b.id}`);
+    expect(res.body.managedBy).toBe(a.id);
+  });
+
+  it("lets the manager's key list and create apps in the managed org", async () => {
+    const headers = { 'x-platform-org': b.id };
+    const list = await tp.request('GET', '/v1/apps', { token: a.token, headers });
+    expect(list.status).toBe(200);
+    expect(list.body.map((x: { name: string }) => x.name)).toEqual([bApp]);
+    expect(list.body[0].orgId).toBe(b.id);
+
+    const name = appName('made-by-a');
+    const created = await tp.request('POST', '/v1/apps', {
+      token: a.token,
+      headers,
+      body: { name },
+    });
+    expect(created.status).toBe(201);
+    expect(created.body.orgId).toBe(b.id);
+
+    const bList = await tp.request('GET', '/v1/apps', { token: b.token });
+    expect(bList.body.map((x: { name: string }) => x.name).sort()).toEqual([bApp, name].sort());
+    const aList = await tp.request('GET', '/v1/apps', { token: a.token });
+    expect(aList.body.map((x: { name: string }) => x.name)).not.toContain(name);
+  });
+
+  it('refuses a header naming an organization the key does not manage', async () => {
+    for (const target of [c.id, 'org-does-not-exist']) {
+      const res = await tp.request('GET', '/v1/apps', {
+        token: a.token,
+        headers: { 'x-platform-org': target },
+      });
+      expect(res.status).toBe(403);
+      expect(res.body.code).toBe('delegation-refused');
+    }
+  });
+
+  it("changes nothing when the header names the key's own organization", async () => {
+    const plain = await tp.request('GET', '/v1/apps', { token: a.token });
+    const own = await tp.request('GET', '/v1/apps', {
+      token: a.token,
+      headers: { 'x-platform-org': a.id },
+    });
+    expect(own.status).toBe(200);
+    expect(own.body).toEqual(plain.body);
+    const name = appName('own');
+    const created = await tp.request('POST', '/v1/apps', {
+      token: a.token,
+      headers: { 'x-platform-org': a.id },
+      body: { name },
+    });
+    expect(created.status).toBe(201);
+    expect(created.body.orgId).toBe(a.id);
+  });
+
+  it('does not work upwards: the managed org cannot act as its manager', async () => {
+    const res = await tp.request('GET', '/v1/apps', {
+      token: b.token,
+      headers: { 'x-platform-org': a.id },
+    });
+    expect(res.status).toBe(403);
+    expect(res.body.code).toBe('delegation-refused');
+  });
+
+  it('refuses delegation into a suspended managed org', async () => {
+    const d = await tp.createOrg({ managedBy: a.id });
+    expect((await tp.admin('POST', `/admin/v1/orgs/${d.id}/suspend`)).status).toBe(200);
+    const res = await tp.request('GET', '/v1/apps', {
+      token: a.token,
+      headers: { 'x-platform-org': d.id },
+    });
+    expect(res.status).toBe(403);
+    expect(res.body.code).toBe('org-suspended');
+    // The manager's own requests are unaffected.
+    expect((await tp.request('GET', '/v1/apps', { token: a.token })).status).toBe(200);
+  });
+});
