@@ -8,7 +8,14 @@ const out = '.test-results/vitest.json';
 rmSync(out, { force: true });
 const run = spawnSync(
   process.execPath,
-  ['node_modules/vitest/vitest.mjs', 'run', '--reporter=default', '--reporter=json', `--outputFile.json=${out}`, ...process.argv.slice(2)],
+  [
+    'node_modules/vitest/vitest.mjs',
+    'run',
+    '--reporter=default',
+    '--reporter=json',
+    `--outputFile.json=${out}`,
+    ...process.argv.slice(2),
+  ],
   { stdio: 'inherit' },
 );
 let summary = 'no test results were written';

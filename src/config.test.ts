@@ -12,7 +12,11 @@ describe('config', () => {
   });
 
   it('lets flags override the environment twins', () => {
-    const env = configFromEnv({ PIER_LISTEN: '0.0.0.0:9000', PIER_DATA_DIR: '/srv/pier', PIER_ALLOW_PRIVATE_TARGETS: '1' });
+    const env = configFromEnv({
+      PIER_LISTEN: '0.0.0.0:9000',
+      PIER_DATA_DIR: '/srv/pier',
+      PIER_ALLOW_PRIVATE_TARGETS: '1',
+    });
     const c = resolveConfig(mergeConfig(env, { listen: '127.0.0.1:7000', dataDir: undefined }));
     expect(c.listen).toBe('127.0.0.1:7000');
     expect(c.dataDir).toBe('/srv/pier');
@@ -29,6 +33,8 @@ describe('config', () => {
   });
 
   it('names every invalid setting', () => {
-    expect(() => resolveConfig({ listen: 'nope', databaseUrl: 'not a url' })).toThrow(/listen[\s\S]*databaseUrl/);
+    expect(() => resolveConfig({ listen: 'nope', databaseUrl: 'not a url' })).toThrow(
+      /listen[\s\S]*databaseUrl/,
+    );
   });
 });

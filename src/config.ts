@@ -38,7 +38,11 @@ export const configSchema = z.object({
   /** How long a worker's claim on a job lasts without a heartbeat before another may take it. */
   jobLeaseMs: z.number().int().min(500).default(30_000),
   /** Largest JSON body accepted by ordinary routes. */
-  bodyLimitBytes: z.number().int().min(1024).default(1024 * 1024),
+  bodyLimitBytes: z
+    .number()
+    .int()
+    .min(1024)
+    .default(1024 * 1024),
 });
 
 export type ConfigInput = z.input<typeof configSchema>;
@@ -75,7 +79,8 @@ export function resolveConfig(input: ConfigInput): Config {
 
 /** The environment twins of the `pier serve` flags (CONTRACT 1), plus pier's own extras. */
 export function configFromEnv(env: NodeJS.ProcessEnv): ConfigInput {
-  const pick = (name: string) => (env[name] === undefined || env[name] === '' ? undefined : env[name]);
+  const pick = (name: string) =>
+    env[name] === undefined || env[name] === '' ? undefined : env[name];
   const num = (name: string) => (pick(name) === undefined ? undefined : Number(pick(name)));
   return {
     listen: pick('PIER_LISTEN'),

@@ -59,7 +59,8 @@ export async function startPlatform(config: Config, opts: PlatformOptions = {}):
   const logger = opts.logger ?? pino({ level: config.logLevel });
   const undo: (() => Promise<void>)[] = [];
   const unwind = async () => {
-    for (const step of undo.reverse()) await step().catch((err) => logger.error({ err }, 'shutdown step failed'));
+    for (const step of undo.reverse())
+      await step().catch((err) => logger.error({ err }, 'shutdown step failed'));
   };
   try {
     // 0711: the service user must pass through to its own store dir; listing stays closed.
@@ -115,13 +116,21 @@ export async function startPlatform(config: Config, opts: PlatformOptions = {}):
       config.publicUrl = u.toString().replace(/\/$/, '');
     }
 
-    const worker = new JobWorker({ db: store.db, pool: store.pool, catalogue, log: logger, leaseMs: config.jobLeaseMs });
+    const worker = new JobWorker({
+      db: store.db,
+      pool: store.pool,
+      catalogue,
+      log: logger,
+      leaseMs: config.jobLeaseMs,
+    });
     await worker.start();
     undo.push(() => worker.stop());
     const stopSchedule = scheduleHousekeeping(store.db, catalogue);
     undo.push(async () => stopSchedule());
 
-    const hostForUrl = config.listenHost.includes(':') ? `[${config.listenHost}]` : config.listenHost;
+    const hostForUrl = config.listenHost.includes(':')
+      ? `[${config.listenHost}]`
+      : config.listenHost;
     const base = `http://${hostForUrl}:${port}`;
     logger.info({ url: base, publicUrl: config.publicUrl }, 'pier is serving');
     let closed = false;

@@ -15,9 +15,18 @@ export function registerServe(program: Command): void {
     .command('serve')
     .description('run the platform: API, console, object gateway and workers')
     .option('--listen <host:port>', 'address of the API (env PIER_LISTEN; default 127.0.0.1:8080)')
-    .option('--data-dir <dir>', 'where the platform keeps its files (env PIER_DATA_DIR; default ./.pier)')
-    .option('--database-url <url>', 'external PostgreSQL for platform state (env PIER_DATABASE_URL)')
-    .option('--public-url <url>', 'base of handed-out URLs (env PIER_PUBLIC_URL; default http://LISTEN)')
+    .option(
+      '--data-dir <dir>',
+      'where the platform keeps its files (env PIER_DATA_DIR; default ./.pier)',
+    )
+    .option(
+      '--database-url <url>',
+      'external PostgreSQL for platform state (env PIER_DATABASE_URL)',
+    )
+    .option(
+      '--public-url <url>',
+      'base of handed-out URLs (env PIER_PUBLIC_URL; default http://LISTEN)',
+    )
     .action(async (flags: ServeFlags) => {
       let config;
       try {
@@ -33,7 +42,9 @@ export function registerServe(program: Command): void {
         console.error(`pier serve: ${(err as Error).message}`);
         process.exit(1);
       }
-      console.error(`pier is serving on ${platform.url} (operator token in ${config.dataDir}/operator-token unless PIER_OPERATOR_TOKEN is set)`);
+      console.error(
+        `pier is serving on ${platform.url} (operator token in ${config.dataDir}/operator-token unless PIER_OPERATOR_TOKEN is set)`,
+      );
       let stopping = false;
       const stop = (signal: string) => {
         if (stopping) return;

@@ -32,7 +32,9 @@ describe('SecretBox', () => {
     expect(key).toHaveLength(32);
     expect((await stat(path.join(dir, 'master.key'))).mode & 0o777).toBe(0o600);
     expect((await loadMasterKey(dir)).equals(key)).toBe(true);
-    expect((await readFile(path.join(dir, 'master.key'), 'utf8')).trim()).toBe(key.toString('base64'));
+    expect((await readFile(path.join(dir, 'master.key'), 'utf8')).trim()).toBe(
+      key.toString('base64'),
+    );
     await expect(loadMasterKey(dir, 'c2hvcnQ=')).rejects.toThrow('32 bytes');
   });
 });

@@ -7,7 +7,10 @@ export const errorCatalogue = {
   // 7.1 generic code per status
   'bad-request': { status: 400, message: 'The request is malformed or out of range.' },
   unauthenticated: { status: 401, message: 'A valid API key is required.' },
-  'credit-blocked': { status: 402, message: 'Credit is at zero; only reads, stops and billing pass.' },
+  'credit-blocked': {
+    status: 402,
+    message: 'Credit is at zero; only reads, stops and billing pass.',
+  },
   forbidden: { status: 403, message: 'This key may not do this.' },
   'not-found': { status: 404, message: 'Not found.' },
   'wait-timeout': { status: 408, message: 'The wait ended before the state was reached.' },
@@ -28,30 +31,71 @@ export const errorCatalogue = {
   'already-exists': { status: 409, message: 'It is already there.' },
   'name-reserved': { status: 400, message: 'The platform keeps this name.' },
   'org-suspended': { status: 403, message: 'The organization is suspended by the operator.' },
-  'delegation-refused': { status: 403, message: 'The organization header names an organization this key does not manage.' },
-  'creator-proof': { status: 403, message: "Creating an organization needs the console's signed proof." },
+  'delegation-refused': {
+    status: 403,
+    message: 'The organization header names an organization this key does not manage.',
+  },
+  'creator-proof': {
+    status: 403,
+    message: "Creating an organization needs the console's signed proof.",
+  },
   'token-scope': { status: 403, message: 'The key scopes do not cover this route.' },
   'no-capacity': { status: 503, message: 'No host in the region has room; retry.' },
-  'lease-held': { status: 503, message: 'Another host still holds the volume or checkpoint; retry shortly.' },
+  'lease-held': {
+    status: 503,
+    message: 'Another host still holds the volume or checkpoint; retry shortly.',
+  },
   'create-failed': { status: 503, message: 'The host could not create the machine.' },
   'database-unavailable': { status: 503, message: 'The platform database is unreachable; retry.' },
   'not-a-copy': { status: 409, message: 'The database is neither a fork nor a branch.' },
   'not-ready': { status: 409, message: 'The copy is still restoring or failed.' },
   'url-handed-out': { status: 409, message: "The copy's URL was already handed out." },
-  'agent-token-production-readonly': { status: 403, message: 'An agent token of class production may only read.' },
-  'agent-token-production-data': { status: 403, message: 'An agent token of class production needs prodDataRead to read data held by production.' },
-  'agent-token-credential': { status: 403, message: 'No agent token mints, reveals or revokes credentials or administers the organization.' },
-  'agent-token-app-scope': { status: 403, message: "The request concerns an app outside the agent token's list, or no app." },
-  'agent-token-route-unknown': { status: 403, message: 'This route is unknown to the agent rules.' },
-  'agent-token-delegation': { status: 403, message: 'An agent token acts only in its own organization.' },
-  'agent-audit-unavailable': { status: 503, message: 'The audit record could not be written, so the action did not run.' },
-  'org-limit-computers': { status: 403, message: 'The organization has as many computers as allowed.' },
+  'agent-token-production-readonly': {
+    status: 403,
+    message: 'An agent token of class production may only read.',
+  },
+  'agent-token-production-data': {
+    status: 403,
+    message:
+      'An agent token of class production needs prodDataRead to read data held by production.',
+  },
+  'agent-token-credential': {
+    status: 403,
+    message:
+      'No agent token mints, reveals or revokes credentials or administers the organization.',
+  },
+  'agent-token-app-scope': {
+    status: 403,
+    message: "The request concerns an app outside the agent token's list, or no app.",
+  },
+  'agent-token-route-unknown': {
+    status: 403,
+    message: 'This route is unknown to the agent rules.',
+  },
+  'agent-token-delegation': {
+    status: 403,
+    message: 'An agent token acts only in its own organization.',
+  },
+  'agent-audit-unavailable': {
+    status: 503,
+    message: 'The audit record could not be written, so the action did not run.',
+  },
+  'org-limit-computers': {
+    status: 403,
+    message: 'The organization has as many computers as allowed.',
+  },
   'org-limit-apps': { status: 403, message: 'The organization has as many apps as allowed.' },
-  'billing-console-only': { status: 403, message: 'Billing changes are made only through the console by an admin.' },
+  'billing-console-only': {
+    status: 403,
+    message: 'Billing changes are made only through the console by an admin.',
+  },
   'not-prepaid': { status: 409, message: 'The organization has no credit account.' },
   'no-customer': { status: 409, message: 'There is no payment relationship yet.' },
   'volume-attached': { status: 409, message: 'The volume is attached; it cannot be deleted.' },
-  'volume-needs-single-machine': { status: 409, message: 'An app with a volume runs exactly one machine.' },
+  'volume-needs-single-machine': {
+    status: 409,
+    message: 'An app with a volume runs exactly one machine.',
+  },
   'build-not-found': { status: 404, message: 'No such build in the organization.' },
   'mail-domain': { status: 409, message: 'The name is a sending domain.' },
   'shadows-default-address': { status: 409, message: "The domain is an app's default address." },
@@ -79,8 +123,14 @@ export const errorCatalogue = {
   'rollback-target-never-live': { status: 409, message: 'The target never went live.' },
   'release-artifact-gone': { status: 409, message: 'The image is no longer available.' },
   'no-previous-release': { status: 409, message: 'There is no earlier live release.' },
-  'rollback-not-for-resources': { status: 409, message: 'The app backs a database; restore instead.' },
-  'rollback-needs-machine-config': { status: 409, message: 'There are no machine settings to reuse.' },
+  'rollback-not-for-resources': {
+    status: 409,
+    message: 'The app backs a database; restore instead.',
+  },
+  'rollback-needs-machine-config': {
+    status: 409,
+    message: 'There are no machine settings to reuse.',
+  },
   'deploy-in-flight': { status: 409, message: 'Another deploy is running.' },
 
   // 7.5 computer viewer and control
@@ -92,22 +142,37 @@ export const errorCatalogue = {
   'several-machines': { status: 409, message: 'Control needs exactly one machine.' },
   'control-held': { status: 409, message: 'Someone else holds control.' },
   'control-busy': { status: 409, message: 'Another control change is in progress.' },
-  'computer-control-missing': { status: 409, message: 'The image predates control leases; redeploy.' },
+  'computer-control-missing': {
+    status: 409,
+    message: 'The image predates control leases; redeploy.',
+  },
   'guest-agent-absent': { status: 409, message: 'There is no guest channel; redeploy.' },
   'guest-channel-off': { status: 503, message: 'The guest channel is off on the host.' },
   'guest-unreachable': { status: 503, message: 'The guest did not answer.' },
   'guest-failed': { status: 502, message: 'The control tool ran and failed.' },
   'managed-service': { status: 409, message: 'A managed database machine takes no shell.' },
-  'resource-check-failed': { status: 503, message: 'Could not tell whether the machine backs a database.' },
+  'resource-check-failed': {
+    status: 503,
+    message: 'Could not tell whether the machine backs a database.',
+  },
 
   // 7.6 shell, tunnel, file transfer
   'machine-not-found': { status: 404, message: 'No such machine in the organization.' },
   'console-machine': { status: 409, message: 'A console or job machine takes no shell.' },
-  'machine-suspended-no-wake': { status: 409, message: 'The machine is suspended and cannot be woken.' },
+  'machine-suspended-no-wake': {
+    status: 409,
+    message: 'The machine is suspended and cannot be woken.',
+  },
   'machine-not-placed': { status: 503, message: 'The machine has no host yet.' },
-  'too-many-sessions': { status: 429, message: 'The machine has as many shell sessions as allowed.' },
+  'too-many-sessions': {
+    status: 429,
+    message: 'The machine has as many shell sessions as allowed.',
+  },
   'host-unavailable': { status: 503, message: 'The host is unreachable.' },
-  'audit-unavailable': { status: 503, message: 'The session audit was not written, so the session was not opened.' },
+  'audit-unavailable': {
+    status: 503,
+    message: 'The session audit was not written, so the session was not opened.',
+  },
   'exec-disabled': { status: 503, message: 'Shell sessions are switched off.' },
   'guest-agent-timeout': { status: 504, message: 'The guest did not answer in time.' },
   'guest-agent-version': { status: 409, message: 'The guest agent is too old.' },
@@ -118,10 +183,16 @@ export const errorCatalogue = {
   // pier: codes of our own design, documented in docs/api.md
   'method-not-allowed': { status: 405, message: 'This route does not take that method.' },
   'unsupported-media-type': { status: 415, message: 'The body must be JSON.' },
-  'authorization-pending': { status: 400, message: 'The login has not been approved yet; keep polling.' },
+  'authorization-pending': {
+    status: 400,
+    message: 'The login has not been approved yet; keep polling.',
+  },
   'access-denied': { status: 403, message: 'The person declined the login.' },
   'expired-token': { status: 410, message: 'The device code expired; start again.' },
-  'secret-managed': { status: 409, message: 'The secret is managed by an attachment; detach the resource instead.' },
+  'secret-managed': {
+    status: 409,
+    message: 'The secret is managed by an attachment; detach the resource instead.',
+  },
 } as const satisfies Record<string, { status: number; message: string }>;
 
 export type ErrorCode = keyof typeof errorCatalogue;

@@ -50,5 +50,9 @@ export const auth = {
   F: (agent?: AgentRule, app?: RouteAuth['app']): RouteAuth => ({ access: ['F'], agent, app }),
   R: (agent?: AgentRule, app?: RouteAuth['app']): RouteAuth => ({ access: ['R'], agent, app }),
   D: (agent?: AgentRule, app?: RouteAuth['app']): RouteAuth => ({ access: ['D'], agent, app }),
-  DorR: (agent?: AgentRule, app?: RouteAuth['app']): RouteAuth => ({ access: ['D', 'R'], agent, app }),
+  DorR: (agent?: AgentRule, app?: RouteAuth['app']): RouteAuth => ({
+    access: ['D', 'R'],
+    agent,
+    app,
+  }),
 };

@@ -33,15 +33,21 @@ export function housekeepingJobs(db: Db) {
       backoffMs: exponentialBackoff(10_000),
       async run(_payload, ctx) {
         await ctx.step('device-logins', async () => {
-          await sql`DELETE FROM device_logins WHERE expires_at < now() - interval '1 day'`.execute(db);
+          await sql`DELETE FROM device_logins WHERE expires_at < now() - interval '1 day'`.execute(
+            db,
+          );
         });
         await ctx.step('ssh-tokens', async () => {
           await sql`DELETE FROM ssh_tokens
-            WHERE expires_at < now() - make_interval(days => ${EXPIRED_RETENTION_DAYS})`.execute(db);
+            WHERE expires_at < now() - make_interval(days => ${EXPIRED_RETENTION_DAYS})`.execute(
+            db,
+          );
         });
         await ctx.step('console-keys', async () => {
           // Console sign-ins mint a key each; expired ones are of no further use.
-          await sql`DELETE FROM api_keys WHERE console AND expires_at < now() - interval '1 day'`.execute(db);
+          await sql`DELETE FROM api_keys WHERE console AND expires_at < now() - interval '1 day'`.execute(
+            db,
+          );
         });
       },
     }),
@@ -49,7 +55,11 @@ export function housekeepingJobs(db: Db) {
 }
 
 /** Enqueues each housekeeping job now and then every `everyMs`; returns a stopper. */
-export function scheduleHousekeeping(db: Db, catalogue: JobCatalogue, everyMs = 3_600_000): () => void {
+export function scheduleHousekeeping(
+  db: Db,
+  catalogue: JobCatalogue,
+  everyMs = 3_600_000,
+): () => void {
   const tick = () => {
     for (const kind of ['audit.prune', 'credentials.expire']) {
       void enqueue(db, catalogue, kind, {}, { dedupeKey: 'periodic' }).catch(() => {});

@@ -41,7 +41,7 @@ export async function enqueue(
       kind,
       payload: JSON.stringify(checked),
       max_attempts: def.maxAttempts,
-      run_at: opts.runAt ?? sql<Date>`now()` as unknown as Date,
+      run_at: opts.runAt ?? (sql<Date>`now()` as unknown as Date),
       dedupe_key: opts.dedupeKey ?? null,
       locked_by: null,
       locked_until: null,
@@ -95,7 +95,12 @@ export async function renewLeases(ex: Executor, workerId: string, leaseMs: numbe
     WHERE state = 'running' AND locked_by = ${workerId}`.execute(ex);
 }
 
-export async function recordStep(ex: Executor, id: number, name: string, value: unknown): Promise<void> {
+export async function recordStep(
+  ex: Executor,
+  id: number,
+  name: string,
+  value: unknown,
+): Promise<void> {
   await sql`UPDATE jobs SET steps = steps || jsonb_build_object(${name}::text, ${JSON.stringify(
     value ?? null,
   )}::jsonb) WHERE id = ${id}`.execute(ex);

@@ -44,13 +44,16 @@ export class JobWorker {
     this.listener.on('error', () => {});
     await this.listener.query(`LISTEN ${JOBS_CHANNEL}`);
     this.timer = setInterval(() => this.poke(), this.opts.pollMs ?? 1000);
-    this.heartbeat = setInterval(() => {
-      if (this.running.size > 0) {
-        renewLeases(this.opts.db, this.id, leaseMs).catch((err) =>
-          this.opts.log.warn({ err }, 'job lease renewal failed'),
-        );
-      }
-    }, Math.max(100, Math.floor(leaseMs / 3)));
+    this.heartbeat = setInterval(
+      () => {
+        if (this.running.size > 0) {
+          renewLeases(this.opts.db, this.id, leaseMs).catch((err) =>
+            this.opts.log.warn({ err }, 'job lease renewal failed'),
+          );
+        }
+      },
+      Math.max(100, Math.floor(leaseMs / 3)),
+    );
     this.poke();
   }
 
@@ -68,7 +71,12 @@ export class JobWorker {
   private async fill(): Promise<void> {
     const max = this.opts.concurrency ?? 4;
     while (!this.stopped && this.running.size < max) {
-      const job = await claimNext(this.opts.db, this.opts.catalogue.kinds(), this.id, this.opts.leaseMs);
+      const job = await claimNext(
+        this.opts.db,
+        this.opts.catalogue.kinds(),
+        this.id,
+        this.opts.leaseMs,
+      );
       if (!job) return;
       const p = this.execute(job).finally(() => {
         this.running.delete(job.id);
@@ -103,8 +111,12 @@ export class JobWorker {
       log.info('job done');
     } catch (err) {
       if (this.stopped) return; // shutting down: the job is handed back in stop()
-      const retry = def && job.attempts < job.max_attempts ? def.backoffMs(job.attempts) : undefined;
-      log.warn({ err, retryInMs: retry }, retry === undefined ? 'job failed for good' : 'job try failed');
+      const retry =
+        def && job.attempts < job.max_attempts ? def.backoffMs(job.attempts) : undefined;
+      log.warn(
+        { err, retryInMs: retry },
+        retry === undefined ? 'job failed for good' : 'job try failed',
+      );
       await markFailed(db, job, this.id, (err as Error).message ?? String(err), retry);
     }
   }

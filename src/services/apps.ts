@@ -14,7 +14,10 @@ export const appNameSchema = z
   .string()
   .min(1)
   .max(63)
-  .regex(NAME_PATTERN, 'lowercase letters, digits and hyphens, starting and ending with a letter or digit');
+  .regex(
+    NAME_PATTERN,
+    'lowercase letters, digits and hyphens, starting and ending with a letter or digit',
+  );
 
 export const createAppBody = z.strictObject({ name: appNameSchema });
 

@@ -84,7 +84,16 @@ export class Authenticator {
       const row = await this.db
         .selectFrom('api_keys as k')
         .leftJoin('users as u', 'u.id', 'k.user_id')
-        .select(['k.id', 'k.org_id', 'k.user_id', 'u.role', 'k.scopes', 'k.expires_at', 'k.agent', 'k.console'])
+        .select([
+          'k.id',
+          'k.org_id',
+          'k.user_id',
+          'u.role',
+          'k.scopes',
+          'k.expires_at',
+          'k.agent',
+          'k.console',
+        ])
         .where('k.hash', '=', hash)
         .where('k.revoked_at', 'is', null)
         .executeTakeFirst();
@@ -175,6 +184,8 @@ export class Authenticator {
     if (this.uses.size === 0) return;
     const batch = new Map(this.uses);
     this.uses.clear();
-    await touchKeys(this.db, batch).catch((err) => this.log.warn({ err }, 'lastUsedAt flush failed'));
+    await touchKeys(this.db, batch).catch((err) =>
+      this.log.warn({ err }, 'lastUsedAt flush failed'),
+    );
   }
 }

@@ -41,7 +41,15 @@ export async function getCreditAccount(ex: Executor, orgId: string): Promise<Cre
   const row = await ex
     .selectFrom('credit_accounts as a')
     .innerJoin('orgs as o', 'o.id', 'a.org_id')
-    .select(['a.org_id', 'a.balance_micros', 'a.blocked_at', 'a.warn_at_percent', 'a.min_topup_cents', 'a.reference_cents', 'o.prepaid'])
+    .select([
+      'a.org_id',
+      'a.balance_micros',
+      'a.blocked_at',
+      'a.warn_at_percent',
+      'a.min_topup_cents',
+      'a.reference_cents',
+      'o.prepaid',
+    ])
     .where('a.org_id', '=', orgId)
     .executeTakeFirst();
   if (!row) throw new ApiError('not-prepaid', 'This organization has no prepaid credit account.');
@@ -74,7 +82,12 @@ export async function getCreditAccount(ex: Executor, orgId: string): Promise<Cre
 
 export async function ledgerOf(ctx: ServiceContext, orgId: string, limit: number) {
   await getCreditAccount(ctx.db, orgId);
-  return { orgId, currency: 'EUR' as const, limit, entries: await listLedger(ctx.db, orgId, limit) };
+  return {
+    orgId,
+    currency: 'EUR' as const,
+    limit,
+    entries: await listLedger(ctx.db, orgId, limit),
+  };
 }
 
 export async function grantCredit(

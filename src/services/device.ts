@@ -81,10 +81,19 @@ export async function pollDeviceToken(ctx: ServiceContext, deviceCode: string) {
       .forUpdate()
       .executeTakeFirst();
     if (!row) return { refusal: notFound('Device code') };
-    if (row.state === 'redeemed') return { refusal: new ApiError('gone', 'This device code was already used.') };
-    if (row.expires_at.getTime() <= now.getTime()) return { refusal: new ApiError('expired-token') };
-    await tx.updateTable('device_logins').set({ last_polled_at: now }).where('id', '=', row.id).execute();
-    if (row.last_polled_at && row.last_polled_at.getTime() + row.interval_s * 1000 > now.getTime()) {
+    if (row.state === 'redeemed')
+      return { refusal: new ApiError('gone', 'This device code was already used.') };
+    if (row.expires_at.getTime() <= now.getTime())
+      return { refusal: new ApiError('expired-token') };
+    await tx
+      .updateTable('device_logins')
+      .set({ last_polled_at: now })
+      .where('id', '=', row.id)
+      .execute();
+    if (
+      row.last_polled_at &&
+      row.last_polled_at.getTime() + row.interval_s * 1000 > now.getTime()
+    ) {
       // The too-fast poll counts as the last one: the next is welcome a full interval from now.
       return {
         refusal: new ApiError(
@@ -98,15 +107,32 @@ export async function pollDeviceToken(ctx: ServiceContext, deviceCode: string) {
     if (row.state === 'denied') return { refusal: new ApiError('access-denied') };
     if (row.state === 'pending') {
       return {
-        refusal: new ApiError('authorization-pending', 'The login is waiting for approval in the console.', {
-          interval: row.interval_s,
-        }),
+        refusal: new ApiError(
+          'authorization-pending',
+          'The login is waiting for approval in the console.',
+          {
+            interval: row.interval_s,
+          },
+        ),
       };
     }
     const name = `pier CLI${row.client ? ` (${row.client}${row.version ? ` ${row.version}` : ''})` : ''}`;
-    const key = await mintKey(tx, now, { orgId: row.org_id!, userId: row.user_id, expiresAt: null }, { name: name.slice(0, 120) });
-    await tx.updateTable('device_logins').set({ state: 'redeemed' }).where('id', '=', row.id).execute();
-    const org = await tx.selectFrom('orgs').select(['id', 'name']).where('id', '=', row.org_id!).executeTakeFirstOrThrow();
+    const key = await mintKey(
+      tx,
+      now,
+      { orgId: row.org_id!, userId: row.user_id, expiresAt: null },
+      { name: name.slice(0, 120) },
+    );
+    await tx
+      .updateTable('device_logins')
+      .set({ state: 'redeemed' })
+      .where('id', '=', row.id)
+      .execute();
+    const org = await tx
+      .selectFrom('orgs')
+      .select(['id', 'name'])
+      .where('id', '=', row.org_id!)
+      .executeTakeFirstOrThrow();
     return { token: key.token, org: { id: org.id, name: org.name }, key };
   });
   if ('refusal' in outcome) throw outcome.refusal;

@@ -23,14 +23,22 @@ export const createKeyBody = z
     agent: z
       .strictObject({
         class: z.enum(['sandbox', 'twin', 'production']),
-        apps: z.array(z.string().regex(NAME_PATTERN, 'must be an app name')).min(1).max(50).optional(),
+        apps: z
+          .array(z.string().regex(NAME_PATTERN, 'must be an app name'))
+          .min(1)
+          .max(50)
+          .optional(),
         prodDataRead: z.boolean().optional(),
       })
       .optional(),
   })
   .superRefine((b, ctx) => {
     if (b.expiresAt !== undefined && b.ttlSeconds !== undefined) {
-      ctx.addIssue({ code: 'custom', path: ['ttlSeconds'], message: 'not together with expiresAt' });
+      ctx.addIssue({
+        code: 'custom',
+        path: ['ttlSeconds'],
+        message: 'not together with expiresAt',
+      });
     }
     if (b.agent?.prodDataRead !== undefined && b.agent.class !== 'production') {
       ctx.addIssue({
@@ -109,7 +117,8 @@ function expiryFor(body: CreateKeyBody, creator: KeyCreator, now: Date): Date | 
   if (body.ttlSeconds !== undefined) expiresAt = new Date(now.getTime() + body.ttlSeconds * 1000);
   if (body.expiresAt !== undefined) {
     expiresAt = new Date(body.expiresAt);
-    if (expiresAt.getTime() <= now.getTime()) issues.push({ path: 'expiresAt', message: 'must be in the future' });
+    if (expiresAt.getTime() <= now.getTime())
+      issues.push({ path: 'expiresAt', message: 'must be in the future' });
   }
   const field = body.ttlSeconds !== undefined ? 'ttlSeconds' : 'expiresAt';
   if (creator.expiresAt && (!expiresAt || expiresAt > creator.expiresAt)) {
@@ -151,7 +160,18 @@ export async function mintKey(
       console: opts.console ?? false,
       created_at: now,
     })
-    .returning(['id', 'org_id', 'user_id', 'name', 'prefix', 'scopes', 'expires_at', 'agent', 'created_at', 'last_used_at'])
+    .returning([
+      'id',
+      'org_id',
+      'user_id',
+      'name',
+      'prefix',
+      'scopes',
+      'expires_at',
+      'agent',
+      'created_at',
+      'last_used_at',
+    ])
     .executeTakeFirstOrThrow();
   const rec = toKeyRecord(row, now);
   delete rec.expired;
@@ -162,7 +182,18 @@ export async function listKeys(ctx: ServiceContext, orgId: string): Promise<KeyR
   const now = ctx.clock();
   const rows = await ctx.db
     .selectFrom('api_keys')
-    .select(['id', 'org_id', 'user_id', 'name', 'prefix', 'scopes', 'expires_at', 'agent', 'created_at', 'last_used_at'])
+    .select([
+      'id',
+      'org_id',
+      'user_id',
+      'name',
+      'prefix',
+      'scopes',
+      'expires_at',
+      'agent',
+      'created_at',
+      'last_used_at',
+    ])
     .where('org_id', '=', orgId)
     .where('revoked_at', 'is', null)
     .where('console', '=', false)

@@ -99,7 +99,11 @@ export async function addLedgerEntry(tx: Tx, orgId: string, e: NewEntry): Promis
   return toLedgerEntry(row);
 }
 
-export async function listLedger(ex: Executor, orgId: string, limit: number): Promise<LedgerEntry[]> {
+export async function listLedger(
+  ex: Executor,
+  orgId: string,
+  limit: number,
+): Promise<LedgerEntry[]> {
   const rows = await ex
     .selectFrom('ledger_entries')
     .selectAll()

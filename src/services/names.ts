@@ -13,9 +13,34 @@ export const NAME_PATTERN = /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/;
 
 // Names that would collide with the platform's own addresses or confuse people.
 const RESERVED = new Set([
-  'api', 'console', 'docs', 'www', 'pier', 'admin', 'app', 'apps', 'auth', 'billing',
-  'dashboard', 'help', 'internal', 'localhost', 'login', 'mail', 'mcp', 'oauth', 'proxy',
-  'registry', 's3', 'ssh', 'static', 'status', 'support', 'system', 'root', 'objects',
+  'api',
+  'console',
+  'docs',
+  'www',
+  'pier',
+  'admin',
+  'app',
+  'apps',
+  'auth',
+  'billing',
+  'dashboard',
+  'help',
+  'internal',
+  'localhost',
+  'login',
+  'mail',
+  'mcp',
+  'oauth',
+  'proxy',
+  'registry',
+  's3',
+  'ssh',
+  'static',
+  'status',
+  'support',
+  'system',
+  'root',
+  'objects',
 ]);
 
 export function isReserved(name: string): boolean {
@@ -30,13 +55,22 @@ export async function nameAvailability(
 ): Promise<'taken' | 'taken-by-you' | 'reserved' | 'invalid' | undefined> {
   if (!NAME_PATTERN.test(name)) return 'invalid';
   if (isReserved(name)) return 'reserved';
-  const row = await ex.selectFrom('names').select('org_id').where('name', '=', name).executeTakeFirst();
+  const row = await ex
+    .selectFrom('names')
+    .select('org_id')
+    .where('name', '=', name)
+    .executeTakeFirst();
   if (!row) return undefined;
   return row.org_id === orgId ? 'taken-by-you' : 'taken';
 }
 
 /** Claims `name` for a new resource inside the caller's transaction. */
-export async function claimName(ex: Executor, orgId: string, name: string, kind: NameKind): Promise<void> {
+export async function claimName(
+  ex: Executor,
+  orgId: string,
+  name: string,
+  kind: NameKind,
+): Promise<void> {
   if (isReserved(name)) {
     throw new ApiError('name-reserved', `The name '${name}' is reserved by the platform.`);
   }

@@ -35,7 +35,12 @@ export type User = z.infer<typeof userSchema>;
 
 export const createOrgBody = z.strictObject({
   name: z.string().min(1).max(120),
-  region: z.string().min(2).max(12).regex(/^[a-z0-9-]+$/, 'lowercase letters, digits, hyphens').optional(),
+  region: z
+    .string()
+    .min(2)
+    .max(12)
+    .regex(/^[a-z0-9-]+$/, 'lowercase letters, digits, hyphens')
+    .optional(),
   prepaid: z.boolean().default(true),
   grantCents: z.number().int().min(0).max(1e12).default(0),
   managedBy: z.string().min(1).max(64).optional(),
@@ -81,8 +86,20 @@ export function toOrg(r: OrgRow): Org {
   };
 }
 
-function toUser(r: { id: string; org_id: string; email: string; role: 'admin' | 'member'; created_at: Date }): User {
-  return { id: r.id, orgId: r.org_id, email: r.email, role: r.role, createdAt: r.created_at.toISOString() };
+function toUser(r: {
+  id: string;
+  org_id: string;
+  email: string;
+  role: 'admin' | 'member';
+  created_at: Date;
+}): User {
+  return {
+    id: r.id,
+    orgId: r.org_id,
+    email: r.email,
+    role: r.role,
+    createdAt: r.created_at.toISOString(),
+  };
 }
 
 export async function getOrg(ex: Executor, id: string): Promise<Org> {
@@ -107,7 +124,8 @@ async function insertUser(
     .select('id')
     .where((eb) => eb(eb.fn('lower', ['email']), '=', body.email.toLowerCase()))
     .executeTakeFirst();
-  if (taken) throw new ApiError('already-exists', `A person with the email ${body.email} already exists.`);
+  if (taken)
+    throw new ApiError('already-exists', `A person with the email ${body.email} already exists.`);
   const now = ctx.clock();
   const row = await tx
     .insertInto('users')
@@ -121,7 +139,12 @@ async function insertUser(
     })
     .returningAll()
     .executeTakeFirstOrThrow();
-  const token = await mintKey(tx, now, { orgId, userId: row.id, expiresAt: null }, { name: `${body.email} (operator)` });
+  const token = await mintKey(
+    tx,
+    now,
+    { orgId, userId: row.id, expiresAt: null },
+    { name: `${body.email} (operator)` },
+  );
   return { user: toUser(row), token };
 }
 
@@ -129,10 +152,15 @@ async function insertUser(
 export async function createOrg(ctx: ServiceContext, body: z.output<typeof createOrgBody>) {
   return ctx.db.transaction().execute(async (tx) => {
     if (body.managedBy) {
-      const manager = await tx.selectFrom('orgs').select('id').where('id', '=', body.managedBy).executeTakeFirst();
-      if (!manager) throw new ApiError('bad-request', `managedBy: no organization '${body.managedBy}'.`, {
-        issues: [{ path: 'managedBy', message: 'no such organization' }],
-      });
+      const manager = await tx
+        .selectFrom('orgs')
+        .select('id')
+        .where('id', '=', body.managedBy)
+        .executeTakeFirst();
+      if (!manager)
+        throw new ApiError('bad-request', `managedBy: no organization '${body.managedBy}'.`, {
+          issues: [{ path: 'managedBy', message: 'no such organization' }],
+        });
     }
     const now = ctx.clock();
     const orgRow = await tx
@@ -147,11 +175,25 @@ export async function createOrg(ctx: ServiceContext, body: z.output<typeof creat
       })
       .returningAll()
       .executeTakeFirstOrThrow();
-    if (body.prepaid) await tx.insertInto('credit_accounts').values({ org_id: orgRow.id, created_at: now }).execute();
+    if (body.prepaid)
+      await tx
+        .insertInto('credit_accounts')
+        .values({ org_id: orgRow.id, created_at: now })
+        .execute();
     if (body.grantCents > 0) {
-      await addLedgerEntry(tx, orgRow.id, { kind: 'grant', cents: body.grantCents, reference: 'operator', detail: 'initial grant', at: now });
+      await addLedgerEntry(tx, orgRow.id, {
+        kind: 'grant',
+        cents: body.grantCents,
+        reference: 'operator',
+        detail: 'initial grant',
+        at: now,
+      });
     }
-    const slug = body.name.toLowerCase().replace(/[^a-z0-9]+/g, '-').replace(/^-|-$/g, '') || 'org';
+    const slug =
+      body.name
+        .toLowerCase()
+        .replace(/[^a-z0-9]+/g, '-')
+        .replace(/^-|-$/g, '') || 'org';
     const { user, token } = await insertUser(tx, ctx, orgRow.id, {
       email: body.email ?? `admin+${orgRow.id}@${slug}.pier.invalid`,
       password: body.password,
@@ -161,7 +203,11 @@ export async function createOrg(ctx: ServiceContext, body: z.output<typeof creat
   });
 }
 
-export async function createUser(ctx: ServiceContext, orgId: string, body: z.output<typeof createUserBody>) {
+export async function createUser(
+  ctx: ServiceContext,
+  orgId: string,
+  body: z.output<typeof createUserBody>,
+) {
   return ctx.db.transaction().execute(async (tx) => {
     await getOrg(tx, orgId);
     const { user, token } = await insertUser(tx, ctx, orgId, body);
@@ -169,7 +215,11 @@ export async function createUser(ctx: ServiceContext, orgId: string, body: z.out
   });
 }
 
-export async function setSuspended(ctx: ServiceContext, orgId: string, suspended: boolean): Promise<Org> {
+export async function setSuspended(
+  ctx: ServiceContext,
+  orgId: string,
+  suspended: boolean,
+): Promise<Org> {
   const row = await ctx.db
     .updateTable('orgs')
     .set({ suspended_at: suspended ? ctx.clock() : null })
@@ -180,7 +230,11 @@ export async function setSuspended(ctx: ServiceContext, orgId: string, suspended
   return toOrg(row);
 }
 
-export async function setLimits(ctx: ServiceContext, orgId: string, body: z.output<typeof limitsBody>): Promise<Org> {
+export async function setLimits(
+  ctx: ServiceContext,
+  orgId: string,
+  body: z.output<typeof limitsBody>,
+): Promise<Org> {
   const row = await ctx.db
     .updateTable('orgs')
     .set({

@@ -23,7 +23,12 @@ export class RateLimiter {
     w.count++;
     if (w.count > limit) {
       const retryAfter = Math.max(1, Math.ceil((w.start + windowMs - t) / 1000));
-      throw new ApiError('rate-limited', `Too many requests; retry in ${retryAfter} s.`, {}, retryAfter);
+      throw new ApiError(
+        'rate-limited',
+        `Too many requests; retry in ${retryAfter} s.`,
+        {},
+        retryAfter,
+      );
     }
   }
 

@@ -8,15 +8,17 @@ import type { Access } from '../http/route-auth.js';
 const domain = /^(?=.{1,253}$)(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$/;
 const app = /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/;
 
-export const scopeSchema = z.string().refine(
-  (s) =>
-    s === 'read' ||
-    s === 'deploy' ||
-    s === 'mail:send' ||
-    (s.startsWith('deploy:') && app.test(s.slice(7))) ||
-    (s.startsWith('mail:send:') && domain.test(s.slice(10))),
-  { message: 'must be read, deploy, deploy:<app>, mail:send or mail:send:<domain>' },
-);
+export const scopeSchema = z
+  .string()
+  .refine(
+    (s) =>
+      s === 'read' ||
+      s === 'deploy' ||
+      s === 'mail:send' ||
+      (s.startsWith('deploy:') && app.test(s.slice(7))) ||
+      (s.startsWith('mail:send:') && domain.test(s.slice(10))),
+    { message: 'must be read, deploy, deploy:<app>, mail:send or mail:send:<domain>' },
+  );
 
 /** Whether a key with `scopes` may use a route open to `access`, for `appName`. */
 export function scopesCover(scopes: string[] | null, access: Access[], appName?: string): boolean {
@@ -24,7 +26,9 @@ export function scopesCover(scopes: string[] | null, access: Access[], appName?:
   return access.some((a) => {
     if (a === 'R') return scopes.includes('read');
     if (a === 'D') {
-      return scopes.includes('deploy') || (appName !== undefined && scopes.includes(`deploy:${appName}`));
+      return (
+        scopes.includes('deploy') || (appName !== undefined && scopes.includes(`deploy:${appName}`))
+      );
     }
     return false;
   });

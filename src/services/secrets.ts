@@ -60,7 +60,11 @@ async function rows(ex: Executor, appId: string): Promise<SecretRow[]> {
     .execute();
 }
 
-export async function listSecrets(ctx: ServiceContext, orgId: string, appName: string): Promise<Secret[]> {
+export async function listSecrets(
+  ctx: ServiceContext,
+  orgId: string,
+  appName: string,
+): Promise<Secret[]> {
   const app = await findApp(ctx.db, orgId, appName);
   return (await rows(ctx.db, app.id)).map(toSecret);
 }
@@ -69,16 +73,26 @@ function checkNames(body: z.output<typeof putSecretsBody>): void {
   const issues: ValidationIssue[] = [];
   for (const [name, value] of Object.entries(body.secrets ?? {})) {
     if (!SECRET_NAME.test(name)) {
-      issues.push({ path: `secrets.${name}`, message: 'names are letters, digits and _, not starting with a digit' });
+      issues.push({
+        path: `secrets.${name}`,
+        message: 'names are letters, digits and _, not starting with a digit',
+      });
     } else if (name.toUpperCase().startsWith(RESERVED_PREFIX)) {
-      issues.push({ path: `secrets.${name}`, message: `the prefix ${RESERVED_PREFIX} is reserved by the platform` });
+      issues.push({
+        path: `secrets.${name}`,
+        message: `the prefix ${RESERVED_PREFIX} is reserved by the platform`,
+      });
     }
     if (Buffer.byteLength(value) > MAX_SECRET_BYTES) {
-      issues.push({ path: `secrets.${name}`, message: `values are at most ${MAX_SECRET_BYTES} bytes` });
+      issues.push({
+        path: `secrets.${name}`,
+        message: `values are at most ${MAX_SECRET_BYTES} bytes`,
+      });
     }
   }
   for (const name of Object.keys(body.build ?? {})) {
-    if (!SECRET_NAME.test(name)) issues.push({ path: `build.${name}`, message: 'not a secret name' });
+    if (!SECRET_NAME.test(name))
+      issues.push({ path: `build.${name}`, message: 'not a secret name' });
   }
   if (issues.length) throw badRequest(issues);
 }
@@ -111,7 +125,9 @@ export async function putSecrets(
         `${managed.join(', ')} ${managed.length > 1 ? 'are' : 'is'} managed by an attachment; detach the resource instead.`,
       );
     }
-    const missing = Object.keys(body.build ?? {}).filter((n) => !existing.has(n) && !(n in (body.secrets ?? {})));
+    const missing = Object.keys(body.build ?? {}).filter(
+      (n) => !existing.has(n) && !(n in (body.secrets ?? {})),
+    );
     if (missing.length) {
       throw badRequest(missing.map((n) => ({ path: `build.${n}`, message: 'no such secret' })));
     }
@@ -121,7 +137,15 @@ export async function putSecrets(
       const build = body.build?.[name] ?? null;
       await tx
         .insertInto('secrets')
-        .values({ app_id: app.id, name, nonce: sealed.nonce, ciphertext: sealed.ciphertext, managed_reason: null, build, updated_at: now })
+        .values({
+          app_id: app.id,
+          name,
+          nonce: sealed.nonce,
+          ciphertext: sealed.ciphertext,
+          managed_reason: null,
+          build,
+          updated_at: now,
+        })
         .onConflict((oc) =>
           oc.columns(['app_id', 'name']).doUpdateSet({
             nonce: sealed.nonce,
@@ -134,7 +158,12 @@ export async function putSecrets(
     }
     for (const [name, build] of Object.entries(body.build ?? {})) {
       if (name in (body.secrets ?? {})) continue;
-      await tx.updateTable('secrets').set({ build, updated_at: now }).where('app_id', '=', app.id).where('name', '=', name).execute();
+      await tx
+        .updateTable('secrets')
+        .set({ build, updated_at: now })
+        .where('app_id', '=', app.id)
+        .where('name', '=', name)
+        .execute();
     }
     return {
       appName,
@@ -146,7 +175,12 @@ export async function putSecrets(
   });
 }
 
-export async function deleteSecret(ctx: ServiceContext, orgId: string, appName: string, name: string): Promise<void> {
+export async function deleteSecret(
+  ctx: ServiceContext,
+  orgId: string,
+  appName: string,
+  name: string,
+): Promise<void> {
   await ctx.db.transaction().execute(async (tx) => {
     const app = await findApp(tx, orgId, appName);
     const row = await tx
@@ -157,14 +191,25 @@ export async function deleteSecret(ctx: ServiceContext, orgId: string, appName: 
       .executeTakeFirst();
     if (!row) throw notFound(`Secret '${name}'`);
     if (row.managed_reason) {
-      throw new ApiError('secret-managed', `${name} is managed by an attachment; detach the resource instead.`);
+      throw new ApiError(
+        'secret-managed',
+        `${name} is managed by an attachment; detach the resource instead.`,
+      );
     }
     await tx.deleteFrom('secrets').where('app_id', '=', app.id).where('name', '=', name).execute();
   });
 }
 
 /** Plain values for a machine's environment at start (the runtime's use only). */
-export async function revealSecrets(ex: Executor, ctx: ServiceContext, appId: string): Promise<Record<string, string>> {
-  const all = await ex.selectFrom('secrets').select(['name', 'nonce', 'ciphertext']).where('app_id', '=', appId).execute();
+export async function revealSecrets(
+  ex: Executor,
+  ctx: ServiceContext,
+  appId: string,
+): Promise<Record<string, string>> {
+  const all = await ex
+    .selectFrom('secrets')
+    .select(['name', 'nonce', 'ciphertext'])
+    .where('app_id', '=', appId)
+    .execute();
   return Object.fromEntries(all.map((s) => [s.name, ctx.box.open(s, bindingOf(appId, s.name))]));
 }

@@ -51,7 +51,16 @@ export interface SshGateway {
   fingerprint: string;
 }
 
-type KeyRow = { id: string; name: string; type: string; bits: number; fingerprint: string; public_key: string; user_id: string | null; created_at: Date };
+type KeyRow = {
+  id: string;
+  name: string;
+  type: string;
+  bits: number;
+  fingerprint: string;
+  public_key: string;
+  user_id: string | null;
+  created_at: Date;
+};
 
 function toKey(r: KeyRow) {
   return {
@@ -67,7 +76,12 @@ function toKey(r: KeyRow) {
 }
 
 export async function listSshKeys(ctx: ServiceContext, orgId: string) {
-  const rows = await ctx.db.selectFrom('ssh_keys').selectAll().where('org_id', '=', orgId).orderBy('created_at').execute();
+  const rows = await ctx.db
+    .selectFrom('ssh_keys')
+    .selectAll()
+    .where('org_id', '=', orgId)
+    .orderBy('created_at')
+    .execute();
   return rows.map(toKey);
 }
 
@@ -86,24 +100,37 @@ export async function addSshKey(
   }
   return ctx.db.transaction().execute(async (tx) => {
     // The org row lock serializes adds, so the limit and the duplicate check hold.
-    await tx.selectFrom('orgs').select('id').where('id', '=', orgId).forUpdate().executeTakeFirstOrThrow();
+    await tx
+      .selectFrom('orgs')
+      .select('id')
+      .where('id', '=', orgId)
+      .forUpdate()
+      .executeTakeFirstOrThrow();
     const dup = await tx
       .selectFrom('ssh_keys')
       .select('id')
       .where('org_id', '=', orgId)
       .where('fingerprint', '=', parsed.fingerprint)
       .executeTakeFirst();
-    if (dup) throw new ApiError('duplicate', `This key (${parsed.fingerprint}) is already present as ${dup.id}.`);
+    if (dup)
+      throw new ApiError(
+        'duplicate',
+        `This key (${parsed.fingerprint}) is already present as ${dup.id}.`,
+      );
     const { n } = await tx
       .selectFrom('ssh_keys')
       .select((eb) => eb.fn.countAll<number>().as('n'))
       .where('org_id', '=', orgId)
       .executeTakeFirstOrThrow();
     if (Number(n) >= SSH_KEY_LIMIT) {
-      throw new ApiError('limit', `The organization has ${SSH_KEY_LIMIT} SSH keys, as many as allowed.`, {
-        limit: SSH_KEY_LIMIT,
-        current: Number(n),
-      });
+      throw new ApiError(
+        'limit',
+        `The organization has ${SSH_KEY_LIMIT} SSH keys, as many as allowed.`,
+        {
+          limit: SSH_KEY_LIMIT,
+          current: Number(n),
+        },
+      );
     }
     const row = await tx
       .insertInto('ssh_keys')
@@ -111,7 +138,10 @@ export async function addSshKey(
         id: newId('ssh'),
         org_id: orgId,
         user_id: userId,
-        name: body.name ?? parsed.comment?.slice(0, 100) ?? `${parsed.type} ${parsed.fingerprint.slice(7, 15)}`,
+        name:
+          body.name ??
+          parsed.comment?.slice(0, 100) ??
+          `${parsed.type} ${parsed.fingerprint.slice(7, 15)}`,
         type: parsed.type,
         bits: parsed.bits,
         fingerprint: parsed.fingerprint,
@@ -125,11 +155,22 @@ export async function addSshKey(
 }
 
 export async function deleteSshKey(ctx: ServiceContext, orgId: string, id: string): Promise<void> {
-  const res = await ctx.db.deleteFrom('ssh_keys').where('org_id', '=', orgId).where('id', '=', id).executeTakeFirst();
+  const res = await ctx.db
+    .deleteFrom('ssh_keys')
+    .where('org_id', '=', orgId)
+    .where('id', '=', id)
+    .executeTakeFirst();
   if (res.numDeletedRows === 0n) throw notFound('SSH key');
 }
 
-type TokenRow = { id: string; app_name: string; machine: string | null; prefix: string; expires_at: Date; created_at: Date };
+type TokenRow = {
+  id: string;
+  app_name: string;
+  machine: string | null;
+  prefix: string;
+  expires_at: Date;
+  created_at: Date;
+};
 
 function toToken(r: TokenRow, now: Date) {
   return {
@@ -145,7 +186,12 @@ function toToken(r: TokenRow, now: Date) {
 
 export async function listSshTokens(ctx: ServiceContext, orgId: string) {
   const now = ctx.clock();
-  const rows = await ctx.db.selectFrom('ssh_tokens').selectAll().where('org_id', '=', orgId).orderBy('created_at').execute();
+  const rows = await ctx.db
+    .selectFrom('ssh_tokens')
+    .selectAll()
+    .where('org_id', '=', orgId)
+    .orderBy('created_at')
+    .execute();
   return rows.map((r) => toToken(r, now));
 }
 
@@ -191,8 +237,16 @@ export async function createSshToken(
   };
 }
 
-export async function deleteSshToken(ctx: ServiceContext, orgId: string, id: string): Promise<void> {
-  const res = await ctx.db.deleteFrom('ssh_tokens').where('org_id', '=', orgId).where('id', '=', id).executeTakeFirst();
+export async function deleteSshToken(
+  ctx: ServiceContext,
+  orgId: string,
+  id: string,
+): Promise<void> {
+  const res = await ctx.db
+    .deleteFrom('ssh_tokens')
+    .where('org_id', '=', orgId)
+    .where('id', '=', id)
+    .executeTakeFirst();
   if (res.numDeletedRows === 0n) throw notFound('SSH token');
 }
 
@@ -203,5 +257,11 @@ export function splitAddress(address: string): [string, number] {
 
 export function gatewayAnswer(gateway: SshGateway) {
   const [host, port] = splitAddress(gateway.address);
-  return { address: gateway.address, host, port, hostKey: gateway.hostKey, hostKeyFingerprint: gateway.fingerprint };
+  return {
+    address: gateway.address,
+    host,
+    port,
+    hostKey: gateway.hostKey,
+    hostKeyFingerprint: gateway.fingerprint,
+  };
 }

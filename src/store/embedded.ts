@@ -92,7 +92,11 @@ export async function startEmbeddedCluster(opts: EmbeddedOptions): Promise<Embed
   const pgdata = path.join(dir, 'pgdata');
   const socketDir = socketDirFor(dir);
   const logFile = path.join(dir, 'postgres.log');
-  const asUser = { uid: user.uid, gid: user.gid, env: { PATH: process.env.PATH ?? '', LANG: 'C.UTF-8' } };
+  const asUser = {
+    uid: user.uid,
+    gid: user.gid,
+    env: { PATH: process.env.PATH ?? '', LANG: 'C.UTF-8' },
+  };
 
   await mkdir(path.dirname(dir), { recursive: true });
   await ownedDir(dir, user);
@@ -102,9 +106,11 @@ export async function startEmbeddedCluster(opts: EmbeddedOptions): Promise<Embed
   if (!existsSync(path.join(pgdata, 'PG_VERSION'))) {
     const args = ['-D', pgdata, '-U', 'pier', '--auth=trust', '-E', 'UTF8', '--locale=C.UTF-8'];
     if (opts.ephemeral) args.push('--no-sync');
-    await run(path.join(binDir, 'initdb'), args, asUser).catch((err: Error & { stderr?: string }) => {
-      throw new Error(`initdb failed: ${err.stderr ?? err.message}`);
-    });
+    await run(path.join(binDir, 'initdb'), args, asUser).catch(
+      (err: Error & { stderr?: string }) => {
+        throw new Error(`initdb failed: ${err.stderr ?? err.message}`);
+      },
+    );
   }
   // Settings live in the cluster's own auto.conf so that pg_ctl needs no option string.
   const settings = [
@@ -114,7 +120,9 @@ export async function startEmbeddedCluster(opts: EmbeddedOptions): Promise<Embed
     `unix_socket_permissions = 0700`,
     `max_connections = 200`,
     `shared_buffers = '128MB'`,
-    ...(opts.ephemeral ? [`fsync = off`, `synchronous_commit = off`, `full_page_writes = off`] : []),
+    ...(opts.ephemeral
+      ? [`fsync = off`, `synchronous_commit = off`, `full_page_writes = off`]
+      : []),
   ];
   await writeFile(path.join(pgdata, 'postgresql.auto.conf'), settings.join('\n') + '\n');
   await chown(path.join(pgdata, 'postgresql.auto.conf'), user.uid, user.gid);
@@ -124,7 +132,9 @@ export async function startEmbeddedCluster(opts: EmbeddedOptions): Promise<Embed
   if (!(await isRunning(pgCtl, pgdata, user))) {
     await run(pgCtl, ['start', '-w', '-t', '60', '-D', pgdata, '-l', logFile], asUser).catch(
       (err: Error & { stderr?: string }) => {
-        throw new Error(`the embedded store did not start (see ${logFile}): ${err.stderr ?? err.message}`);
+        throw new Error(
+          `the embedded store did not start (see ${logFile}): ${err.stderr ?? err.message}`,
+        );
       },
     );
     started = true;

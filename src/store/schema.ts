@@ -6,7 +6,11 @@ import type { ColumnType, Generated } from 'kysely';
 
 type CreatedAt = ColumnType<Date, Date | string | undefined, never>;
 type Timestamp = ColumnType<Date, Date | string, Date | string>;
-type NullableTimestamp = ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
+type NullableTimestamp = ColumnType<
+  Date | null,
+  Date | string | null | undefined,
+  Date | string | null
+>;
 /** numeric columns come back from pg as strings, which keeps micro-cents exact. */
 type Numeric = ColumnType<string, string | bigint | number, string | bigint | number>;
 

@@ -26,7 +26,8 @@ export interface CliOptions {
 /** process.env without anything that configures the pier client. */
 export function cleanEnv(extra: Record<string, string | undefined> = {}): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = { ...process.env };
-  for (const k of ['PIER_API_URL', 'PIER_API_KEY', 'PIER_CONFIG', 'PIER_LOGIN_POLL_MS']) delete env[k];
+  for (const k of ['PIER_API_URL', 'PIER_API_KEY', 'PIER_CONFIG', 'PIER_LOGIN_POLL_MS'])
+    delete env[k];
   for (const [k, v] of Object.entries(extra)) {
     if (v === undefined) delete env[k];
     else env[k] = v;

@@ -12,7 +12,11 @@ beforeAll(async () => {
   tp = await startTestPlatform();
   org = await tp.createOrg();
   tmp = await tempDir();
-  const env = { PIER_CONFIG: path.join(tmp.dir, 'config.json'), PIER_API_URL: tp.url, PIER_API_KEY: org.token };
+  const env = {
+    PIER_CONFIG: path.join(tmp.dir, 'config.json'),
+    PIER_API_URL: tp.url,
+    PIER_API_KEY: org.token,
+  };
   pier = (...args) => runCli(args, { env });
 });
 afterAll(async () => {
@@ -22,7 +26,16 @@ afterAll(async () => {
 
 describe('pier tokens', () => {
   it('creates a key, shows it once, and the key works', async () => {
-    const res = await pier('tokens', 'create', '--name', 'ci deploy', '--scope', 'read', '--ttl', '3600');
+    const res = await pier(
+      'tokens',
+      'create',
+      '--name',
+      'ci deploy',
+      '--scope',
+      'read',
+      '--ttl',
+      '3600',
+    );
     expect(res.stderr).toBe('');
     expect(res.code).toBe(0);
     const token = /^ {2}(pier_\S+)$/m.exec(res.stdout)?.[1];
@@ -35,8 +48,18 @@ describe('pier tokens', () => {
 
   it('creates an agent token with --json', async () => {
     const res = await pier(
-      'tokens', 'create', '--json', '--name', 'bot', '--agent-class', 'production',
-      '--agent-app', 'web', '--agent-app', 'api-two', '--prod-data-read',
+      'tokens',
+      'create',
+      '--json',
+      '--name',
+      'bot',
+      '--agent-class',
+      'production',
+      '--agent-app',
+      'web',
+      '--agent-app',
+      'api-two',
+      '--prod-data-read',
     );
     expect(res.code).toBe(0);
     const body = JSON.parse(res.stdout);
@@ -69,12 +92,15 @@ describe('pier tokens', () => {
     const ci = rows.find((r) => r.includes('ci deploy'));
     expect(ci).toMatch(/^tok-\S+\s+ci deploy\s+pier_\S+\s+read\s+\d{4}-\d\d-\d\d \d\d:\d\dZ/);
     // Columns line up: every row has NAME at the header's offset.
-    for (const row of rows) expect(row.indexOf(' ', header!.indexOf('NAME') - 1)).toBeGreaterThan(0);
+    for (const row of rows)
+      expect(row.indexOf(' ', header!.indexOf('NAME') - 1)).toBeGreaterThan(0);
     expect(rows.find((r) => r.includes('bot'))).toContain('agent:production web,api-two +data');
   });
 
   it('revokes a key, after which it is refused', async () => {
-    const created = JSON.parse((await pier('tokens', 'create', '--json', '--name', 'short')).stdout);
+    const created = JSON.parse(
+      (await pier('tokens', 'create', '--json', '--name', 'short')).stdout,
+    );
     const res = await pier('tokens', 'revoke', created.id);
     expect(res.code).toBe(0);
     expect(res.stdout).toBe(`Revoked API key ${created.id}.\n`);
@@ -86,12 +112,24 @@ describe('pier tokens', () => {
   });
 
   it('reports a validation answer with one line per issue', async () => {
-    const res = await pier('tokens', 'create', '--name', 'x', '--ttl', '5', '--scope', 'everything');
+    const res = await pier(
+      'tokens',
+      'create',
+      '--name',
+      'x',
+      '--ttl',
+      '5',
+      '--scope',
+      'everything',
+    );
     expect(res.code).toBe(1);
     const lines = res.stderr.trimEnd().split('\n');
     expect(lines[0]).toMatch(/^pier: .+ \(bad-request\)$/);
     expect(lines.slice(1)).toEqual(
-      expect.arrayContaining([expect.stringMatching(/^ {2}- ttlSeconds: /), expect.stringMatching(/^ {2}- scopes\.0: /)]),
+      expect.arrayContaining([
+        expect.stringMatching(/^ {2}- ttlSeconds: /),
+        expect.stringMatching(/^ {2}- scopes\.0: /),
+      ]),
     );
     expect(res.stdout).toBe('');
   });

@@ -24,12 +24,18 @@ export async function setup(project: TestProject): Promise<void> {
   if (!url) {
     dir = await mkdtemp(path.join(os.tmpdir(), 'pier-test-pg-'));
     await chmod(dir, 0o711); // the service user must pass through to its cluster
-    cluster = await startEmbeddedCluster({ dir: path.join(dir, 'store'), serviceUser: 'pier', ephemeral: true });
+    cluster = await startEmbeddedCluster({
+      dir: path.join(dir, 'store'),
+      serviceUser: 'pier',
+      ephemeral: true,
+    });
     url = cluster.url;
   }
   const client = new pg.Client({ connectionString: url });
   await client.connect().catch((err: Error) => {
-    throw new Error(`the test database server at PIER_TEST_DATABASE_URL is unreachable: ${err.message}`);
+    throw new Error(
+      `the test database server at PIER_TEST_DATABASE_URL is unreachable: ${err.message}`,
+    );
   });
   await client.end();
   project.provide('adminDatabaseUrl', url);

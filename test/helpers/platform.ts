@@ -83,7 +83,10 @@ export async function startTestPlatform(
     logLevel: 'silent',
     ...overrides,
   });
-  const platform = await startPlatform(config, { logger: pino({ level: config.logLevel }), ...opts });
+  const platform = await startPlatform(config, {
+    logger: pino({ level: config.logLevel }),
+    ...opts,
+  });
   const tp: TestPlatform = {
     platform,
     url: platform.url,
@@ -91,10 +94,12 @@ export async function startTestPlatform(
     db,
     dataDir,
     request: (method, p, o) => request(platform.url, method, p, o),
-    admin: (method, p, body) => request(platform.url, method, p, { token: platform.operatorToken, body }),
+    admin: (method, p, body) =>
+      request(platform.url, method, p, { token: platform.operatorToken, body }),
     async createOrg(body = {}) {
       const res = await tp.admin('POST', '/admin/v1/orgs', { name: `org ${++counter}`, ...body });
-      if (res.status !== 201) throw new Error(`org create failed: ${res.status} ${JSON.stringify(res.body)}`);
+      if (res.status !== 201)
+        throw new Error(`org create failed: ${res.status} ${JSON.stringify(res.body)}`);
       return { id: res.body.org.id, token: res.body.token, userId: res.body.user.id };
     },
     async close() {

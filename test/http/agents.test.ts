@@ -7,16 +7,23 @@ import { startTestPlatform, type TestOrg, type TestPlatform } from '../helpers/p
 
 // A route the agent rules do not know (no agent row), to show such routes are refused.
 function probeRoutes(app: FastifyInstance): void {
-  app.get('/v1/probe/unknown-to-agents/:name', { config: { auth: auth.F(undefined, appFromParams) } }, async (req) => ({
-    org: principalOf(req).orgId,
-  }));
+  app.get(
+    '/v1/probe/unknown-to-agents/:name',
+    { config: { auth: auth.F(undefined, appFromParams) } },
+    async (req) => ({
+      org: principalOf(req).orgId,
+    }),
+  );
 }
 
 let tp: TestPlatform;
 let org: TestOrg;
 
 async function agentToken(agent: Record<string, unknown>): Promise<{ id: string; token: string }> {
-  const res = await tp.request('POST', '/v1/tokens', { token: org.token, body: { name: 'agent', agent } });
+  const res = await tp.request('POST', '/v1/tokens', {
+    token: org.token,
+    body: { name: 'agent', agent },
+  });
   expect(res.status).toBe(201);
   expect(res.body.agent).toEqual(agent);
   return res.body;
@@ -34,17 +41,25 @@ describe('agent tokens', () => {
   it('lets sandbox and twin write, and production only read', async () => {
     for (const cls of ['sandbox', 'twin']) {
       const a = await agentToken({ class: cls });
-      const res = await tp.request('POST', '/v1/apps', { token: a.token, body: { name: `by-${cls}` } });
+      const res = await tp.request('POST', '/v1/apps', {
+        token: a.token,
+        body: { name: `by-${cls}` },
+      });
       expect(res.status).toBe(201);
     }
     const prod = await agentToken({ class: 'production' });
-    const write = await tp.request('POST', '/v1/apps', { token: prod.token, body: { name: 'by-prod' } });
+    const write = await tp.request('POST', '/v1/apps', {
+      token: prod.token,
+      body: { name: 'by-prod' },
+    });
     expect(write.status).toBe(403);
     expect(write.body.code).toBe('agent-token-production-readonly');
     const del = await tp.request('DELETE', '/v1/apps/agent-web/secrets/X', { token: prod.token });
     expect(del.body.code).toBe('agent-token-production-readonly');
     expect((await tp.request('GET', '/v1/apps', { token: prod.token })).status).toBe(200);
-    expect((await tp.request('GET', '/v1/apps/agent-web/secrets', { token: prod.token })).status).toBe(200);
+    expect(
+      (await tp.request('GET', '/v1/apps/agent-web/secrets', { token: prod.token })).status,
+    ).toBe(200);
   });
 
   it('never lets an agent mint, reveal or revoke a credential', async () => {
@@ -67,24 +82,38 @@ describe('agent tokens', () => {
   it('keeps an agent with an app list to those apps, and off routes about no app', async () => {
     const a = await agentToken({ class: 'sandbox', apps: ['agent-web'] });
     expect((await tp.request('GET', '/v1/apps/agent-web', { token: a.token })).status).toBe(200);
-    const put = await tp.request('PUT', '/v1/apps/agent-web/secrets', { token: a.token, body: { secrets: { K: 'v' } } });
+    const put = await tp.request('PUT', '/v1/apps/agent-web/secrets', {
+      token: a.token,
+      body: { secrets: { K: 'v' } },
+    });
     expect(put.status).toBe(200);
     for (const path of ['/v1/apps/agent-other', '/v1/apps', '/v1/tokens']) {
       const res = await tp.request('GET', path, { token: a.token });
       expect(res.status, path).toBe(403);
       expect(res.body.code).toBe('agent-token-app-scope');
     }
-    const create = await tp.request('POST', '/v1/apps', { token: a.token, body: { name: 'not-listed' } });
+    const create = await tp.request('POST', '/v1/apps', {
+      token: a.token,
+      body: { name: 'not-listed' },
+    });
     expect(create.body.code).toBe('agent-token-app-scope');
   });
 
   it('refuses routes unknown to the agent rules, and the organization header', async () => {
     const a = await agentToken({ class: 'twin' });
-    const unknown = await tp.request('GET', '/v1/probe/unknown-to-agents/agent-web', { token: a.token });
+    const unknown = await tp.request('GET', '/v1/probe/unknown-to-agents/agent-web', {
+      token: a.token,
+    });
     expect(unknown.status).toBe(403);
     expect(unknown.body.code).toBe('agent-token-route-unknown');
-    expect((await tp.request('GET', '/v1/probe/unknown-to-agents/agent-web', { token: org.token })).status).toBe(200);
-    const delegated = await tp.request('GET', '/v1/apps', { token: a.token, headers: { 'x-platform-org': org.id } });
+    expect(
+      (await tp.request('GET', '/v1/probe/unknown-to-agents/agent-web', { token: org.token }))
+        .status,
+    ).toBe(200);
+    const delegated = await tp.request('GET', '/v1/apps', {
+      token: a.token,
+      headers: { 'x-platform-org': org.id },
+    });
     expect(delegated.status).toBe(403);
     expect(delegated.body.code).toBe('agent-token-delegation');
   });
@@ -93,18 +122,37 @@ describe('agent tokens', () => {
     const a = await agentToken({ class: 'production' });
     await tp.request('GET', '/v1/apps/agent-web', { token: a.token });
     await tp.request('POST', '/v1/apps', { token: a.token, body: { name: 'audited' } });
-    const res = await tp.request('GET', `/v1/agent-actions?token=${a.id}&limit=10`, { token: org.token });
+    const res = await tp.request('GET', `/v1/agent-actions?token=${a.id}&limit=10`, {
+      token: org.token,
+    });
     expect(res.status).toBe(200);
     expect(res.body).toHaveLength(2);
     const [refused, allowed] = res.body;
-    expect(refused).toMatchObject({ tokenId: a.id, method: 'POST', route: '/v1/apps', app: 'audited', verdict: 'refused', code: 'agent-token-production-readonly' });
-    expect(allowed).toMatchObject({ tokenId: a.id, method: 'GET', route: '/v1/apps/:name', path: '/v1/apps/agent-web', app: 'agent-web', verdict: 'allowed' });
+    expect(refused).toMatchObject({
+      tokenId: a.id,
+      method: 'POST',
+      route: '/v1/apps',
+      app: 'audited',
+      verdict: 'refused',
+      code: 'agent-token-production-readonly',
+    });
+    expect(allowed).toMatchObject({
+      tokenId: a.id,
+      method: 'GET',
+      route: '/v1/apps/:name',
+      path: '/v1/apps/agent-web',
+      app: 'agent-web',
+      verdict: 'allowed',
+    });
     expect(allowed.requestId).toMatch(/^req-/);
     expect(allowed.code).toBeUndefined();
     const limited = await tp.request('GET', '/v1/agent-actions?limit=1', { token: org.token });
     expect(limited.body).toHaveLength(1);
     for (const q of ['limit=0', 'limit=1001', 'limit=abc', 'bogus=1']) {
-      expect((await tp.request('GET', `/v1/agent-actions?${q}`, { token: org.token })).status, q).toBe(400);
+      expect(
+        (await tp.request('GET', `/v1/agent-actions?${q}`, { token: org.token })).status,
+        q,
+      ).toBe(400);
     }
   });
 
@@ -114,7 +162,10 @@ describe('agent tokens', () => {
     await admin.connect();
     await admin.query('ALTER TABLE agent_actions RENAME TO agent_actions_away');
     try {
-      const res = await tp.request('POST', '/v1/apps', { token: a.token, body: { name: 'unaudited' } });
+      const res = await tp.request('POST', '/v1/apps', {
+        token: a.token,
+        body: { name: 'unaudited' },
+      });
       expect(res.status).toBe(503);
       expect(res.body.code).toBe('agent-audit-unavailable');
       // A plain key is not judged, so it is not held up by the audit.
@@ -124,6 +175,9 @@ describe('agent tokens', () => {
       await admin.query('ALTER TABLE agent_actions_away RENAME TO agent_actions');
       await admin.end();
     }
-    expect((await tp.request('POST', '/v1/apps', { token: a.token, body: { name: 'unaudited' } })).status).toBe(201);
+    expect(
+      (await tp.request('POST', '/v1/apps', { token: a.token, body: { name: 'unaudited' } }))
+        .status,
+    ).toBe(201);
   });
 });

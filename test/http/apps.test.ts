@@ -12,16 +12,25 @@ beforeAll(async () => {
 });
 afterAll(async () => tp?.close());
 
-const createApp = (token: string, name: unknown) => tp.request('POST', '/v1/apps', { token, body: { name } });
+const createApp = (token: string, name: unknown) =>
+  tp.request('POST', '/v1/apps', { token, body: { name } });
 
 describe('apps', () => {
   it('creates, lists, reads and deletes an app', async () => {
     const res = await createApp(a.token, 'shop');
     expect(res.status).toBe(201);
-    expect(res.body).toMatchObject({ name: 'shop', orgId: a.id, defaultAddress: 'http://shop.pier.test:8080' });
+    expect(res.body).toMatchObject({
+      name: 'shop',
+      orgId: a.id,
+      defaultAddress: 'http://shop.pier.test:8080',
+    });
     expect(res.body.id).toMatch(/^app-/);
     expect(Date.parse(res.body.createdAt)).not.toBeNaN();
-    expect((await tp.request('GET', '/v1/apps', { token: a.token })).body.map((x: { name: string }) => x.name)).toContain('shop');
+    expect(
+      (await tp.request('GET', '/v1/apps', { token: a.token })).body.map(
+        (x: { name: string }) => x.name,
+      ),
+    ).toContain('shop');
     expect((await tp.request('GET', '/v1/apps/shop', { token: a.token })).body).toEqual(res.body);
     expect((await tp.request('DELETE', '/v1/apps/shop', { token: a.token })).status).toBe(204);
     expect((await tp.request('GET', '/v1/apps/shop', { token: a.token })).status).toBe(404);
@@ -63,9 +72,9 @@ describe('apps', () => {
       expect(res.body.issues[0].path).toBe('name');
     }
     expect((await createApp(a.token, 'x'.repeat(63))).status).toBe(201);
-    expect((await tp.request('POST', '/v1/apps', { token: a.token, body: {} })).body.issues).toEqual([
-      { path: 'name', message: 'is required' },
-    ]);
+    expect(
+      (await tp.request('POST', '/v1/apps', { token: a.token, body: {} })).body.issues,
+    ).toEqual([{ path: 'name', message: 'is required' }]);
   });
 
   it('answers org-limit-apps with limit and current', async () => {
@@ -91,6 +100,10 @@ describe('apps', () => {
       expect(res.status, path).toBe(404);
       expect(res.body).toEqual({ error: "App 'a-private' not found.", code: 'not-found' });
     }
-    expect((await tp.request('GET', '/v1/apps', { token: b.token })).body.map((x: { name: string }) => x.name)).not.toContain('a-private');
+    expect(
+      (await tp.request('GET', '/v1/apps', { token: b.token })).body.map(
+        (x: { name: string }) => x.name,
+      ),
+    ).not.toContain('a-private');
   });
 });

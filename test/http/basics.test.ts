@@ -26,6 +26,8 @@ describe('health, metrics and request ids', () => {
     const res = await tp.request('GET', '/metrics');
     expect(res.status).toBe(200);
     expect(res.headers.get('content-type')).toContain('text/plain');
-    expect(res.body).toContain('pier_http_requests_total{method="GET",route="/healthz",status="200"}');
+    expect(res.body).toContain(
+      'pier_http_requests_total{method="GET",route="/healthz",status="200"}',
+    );
   });
 });

@@ -22,7 +22,10 @@ function failingRoutes(app: FastifyInstance): void {
 let tp: TestPlatform;
 let org: TestOrg;
 beforeAll(async () => {
-  tp = await startTestPlatform({}, { logger: pino({ level: 'info' }, sink), extraRoutes: [failingRoutes] });
+  tp = await startTestPlatform(
+    {},
+    { logger: pino({ level: 'info' }, sink), extraRoutes: [failingRoutes] },
+  );
   org = await tp.createOrg();
 });
 afterAll(async () => tp?.close());
@@ -50,13 +53,20 @@ describe('error answers', () => {
   });
 
   it('answers a body that is too large with 413 too-large', async () => {
-    const res = await tp.request('POST', '/v1/apps', { token: org.token, raw: JSON.stringify({ name: 'x'.repeat(2 * 1024 * 1024) }) });
+    const res = await tp.request('POST', '/v1/apps', {
+      token: org.token,
+      raw: JSON.stringify({ name: 'x'.repeat(2 * 1024 * 1024) }),
+    });
     expect(res.status).toBe(413);
     expect(res.body.code).toBe('too-large');
   });
 
   it('answers a non-JSON body with 415', async () => {
-    const res = await tp.request('POST', '/v1/apps', { token: org.token, raw: 'name=x', headers: { 'content-type': 'text/plain' } });
+    const res = await tp.request('POST', '/v1/apps', {
+      token: org.token,
+      raw: 'name=x',
+      headers: { 'content-type': 'text/plain' },
+    });
     expect(res.status).toBe(415);
     expect(res.body.code).toBe('unsupported-media-type');
   });

@@ -5,7 +5,12 @@ import { principalOf } from '../../src/http/plugins/auth.js';
 import { auth } from '../../src/http/route-auth.js';
 import { resolveConfig } from '../../src/config.js';
 import { startPlatform, type Platform } from '../../src/platform.js';
-import { request, startTestPlatform, type TestOrg, type TestPlatform } from '../helpers/platform.js';
+import {
+  request,
+  startTestPlatform,
+  type TestOrg,
+  type TestPlatform,
+} from '../helpers/platform.js';
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -35,7 +40,13 @@ beforeAll(async () => {
   // A second replica on the same database, as behind a balancer.
   replicaDir = await mkdtemp(path.join(os.tmpdir(), 'pier-replica-'));
   replica = await startPlatform(
-    resolveConfig({ listen: '127.0.0.1:0', dataDir: replicaDir, databaseUrl: tp.db.url, logLevel: 'silent', operatorToken: tp.operatorToken }),
+    resolveConfig({
+      listen: '127.0.0.1:0',
+      dataDir: replicaDir,
+      databaseUrl: tp.db.url,
+      logLevel: 'silent',
+      operatorToken: tp.operatorToken,
+    }),
   );
   org = await tp.createOrg();
 });
@@ -47,11 +58,15 @@ afterAll(async () => {
 
 describe('revocation', () => {
   it('rejects a request already in flight with the revoked key', async () => {
-    const key = (await tp.request('POST', '/v1/tokens', { token: org.token, body: { name: 'holder' } })).body;
+    const key = (
+      await tp.request('POST', '/v1/tokens', { token: org.token, body: { name: 'holder' } })
+    ).body;
     const started = Date.now();
     const held = tp.request('GET', '/v1/probe/hold', { token: key.token });
     await new Promise((r) => setTimeout(r, 200));
-    expect((await tp.request('DELETE', `/v1/tokens/${key.id}`, { token: org.token })).status).toBe(204);
+    expect((await tp.request('DELETE', `/v1/tokens/${key.id}`, { token: org.token })).status).toBe(
+      204,
+    );
     const res = await held;
     expect(res.status).toBe(401);
     expect(res.body.code).toBe('unauthenticated');
@@ -59,9 +74,15 @@ describe('revocation', () => {
   });
 
   it('refuses a revoked key on every replica, even one that had it cached', async () => {
-    const key = (await tp.request('POST', '/v1/tokens', { token: org.token, body: { name: 'cached' } })).body;
-    expect((await request(replica.url, 'GET', '/v1/tokens', { token: key.token })).status).toBe(200);
-    expect((await tp.request('DELETE', `/v1/tokens/${key.id}`, { token: org.token })).status).toBe(204);
+    const key = (
+      await tp.request('POST', '/v1/tokens', { token: org.token, body: { name: 'cached' } })
+    ).body;
+    expect((await request(replica.url, 'GET', '/v1/tokens', { token: key.token })).status).toBe(
+      200,
+    );
+    expect((await tp.request('DELETE', `/v1/tokens/${key.id}`, { token: org.token })).status).toBe(
+      204,
+    );
     // The invalidation travels by NOTIFY; allow it a moment, then it must hold.
     let status = 200;
     for (let i = 0; i < 50 && status === 200; i++) {
@@ -82,6 +103,8 @@ describe('revocation', () => {
     }
     expect(res.status).toBe(403);
     expect(res.body.code).toBe('org-suspended');
-    expect((await tp.request('GET', '/v1/apps', { token: o.token })).body.code).toBe('org-suspended');
+    expect((await tp.request('GET', '/v1/apps', { token: o.token })).body.code).toBe(
+      'org-suspended',
+    );
   });
 });

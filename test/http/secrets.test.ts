@@ -20,13 +20,17 @@ let tp: TestPlatform;
 let org: TestOrg;
 // The embedded store keeps its files in the data dir, so the grep below covers them too.
 beforeAll(async () => {
-  tp = await startTestPlatform({ databaseUrl: undefined, logLevel: 'trace' }, { logger: pino({ level: 'trace' }, sink) });
+  tp = await startTestPlatform(
+    { databaseUrl: undefined, logLevel: 'trace' },
+    { logger: pino({ level: 'trace' }, sink) },
+  );
   org = await tp.createOrg();
   await tp.request('POST', '/v1/apps', { token: org.token, body: { name: 'vault' } });
 }, 120_000);
 afterAll(async () => tp?.close());
 
-const put = (body: unknown, app = 'vault') => tp.request('PUT', `/v1/apps/${app}/secrets`, { token: org.token, body });
+const put = (body: unknown, app = 'vault') =>
+  tp.request('PUT', `/v1/apps/${app}/secrets`, { token: org.token, body });
 const list = () => tp.request('GET', '/v1/apps/vault/secrets', { token: org.token });
 
 async function filesUnder(dir: string): Promise<string[]> {
@@ -44,7 +48,12 @@ describe('secrets', () => {
     const value = `very-secret-${randomBytes(12).toString('hex')}`;
     const res = await put({ secrets: { DATABASE_PASSWORD: value, OTHER: 'x' } });
     expect(res.status).toBe(200);
-    expect(res.body).toMatchObject({ appName: 'vault', staged: true, changed: ['DATABASE_PASSWORD', 'OTHER'], restarted: [] });
+    expect(res.body).toMatchObject({
+      appName: 'vault',
+      staged: true,
+      changed: ['DATABASE_PASSWORD', 'OTHER'],
+      restarted: [],
+    });
     const listed = await list();
     expect(listed.body).toEqual([
       { name: 'DATABASE_PASSWORD', updatedAt: expect.any(String), managed: false },
@@ -62,7 +71,9 @@ describe('secrets', () => {
     const box = new SecretBox(await loadMasterKey(tp.dataDir));
     expect(box.open(row, bindingOf(row.app_id, 'DATABASE_PASSWORD'))).toBe(value);
     expect(() => box.open(row, bindingOf(row.app_id, 'OTHER'))).toThrow();
-    expect((await revealSecrets(tp.platform.store.db, tp.platform.ctx, row.app_id)).DATABASE_PASSWORD).toBe(value);
+    expect(
+      (await revealSecrets(tp.platform.store.db, tp.platform.ctx, row.app_id)).DATABASE_PASSWORD,
+    ).toBe(value);
 
     // Nowhere in logs, nor in any file of the data dir (the store's files and WAL included).
     await tp.platform.store.pool.query('CHECKPOINT');
@@ -78,20 +89,33 @@ describe('secrets', () => {
 
   it('updates values and build flags', async () => {
     const first = (await list()).body.find((s: { name: string }) => s.name === 'OTHER').updatedAt;
-    const res = await put({ secrets: { OTHER: 'y' }, build: { OTHER: true, DATABASE_PASSWORD: false }, staged: false });
+    const res = await put({
+      secrets: { OTHER: 'y' },
+      build: { OTHER: true, DATABASE_PASSWORD: false },
+      staged: false,
+    });
     expect(res.status).toBe(200);
     expect(res.body.staged).toBe(false);
     const after = (await list()).body;
     expect(after.find((s: { name: string }) => s.name === 'OTHER')).toMatchObject({ build: true });
-    expect(after.find((s: { name: string }) => s.name === 'DATABASE_PASSWORD')).toMatchObject({ build: false });
+    expect(after.find((s: { name: string }) => s.name === 'DATABASE_PASSWORD')).toMatchObject({
+      build: false,
+    });
     expect(after.find((s: { name: string }) => s.name === 'OTHER').updatedAt >= first).toBe(true);
   });
 
   it('refuses the reserved prefix and bad names, writing nothing', async () => {
-    const res = await put({ secrets: { PIER_TOKEN: 'a', pier_lower: 'b', '1BAD': 'c', 'WITH-DASH': 'd', FINE: 'e' } });
+    const res = await put({
+      secrets: { PIER_TOKEN: 'a', pier_lower: 'b', '1BAD': 'c', 'WITH-DASH': 'd', FINE: 'e' },
+    });
     expect(res.status).toBe(400);
     const paths = res.body.issues.map((i: { path: string }) => i.path);
-    expect(paths).toEqual(['secrets.PIER_TOKEN', 'secrets.pier_lower', 'secrets.1BAD', 'secrets.WITH-DASH']);
+    expect(paths).toEqual([
+      'secrets.PIER_TOKEN',
+      'secrets.pier_lower',
+      'secrets.1BAD',
+      'secrets.WITH-DASH',
+    ]);
     expect(res.body.error).toContain('PIER_');
     expect((await list()).body.map((s: { name: string }) => s.name)).not.toContain('FINE');
     const build = await put({ build: { NOPE: true } });
@@ -103,8 +127,12 @@ describe('secrets', () => {
 
   it('deletes a secret, and 404s a missing one or a missing app', async () => {
     await put({ secrets: { TEMP: 't' } });
-    expect((await tp.request('DELETE', '/v1/apps/vault/secrets/TEMP', { token: org.token })).status).toBe(204);
-    expect((await tp.request('DELETE', '/v1/apps/vault/secrets/TEMP', { token: org.token })).status).toBe(404);
+    expect(
+      (await tp.request('DELETE', '/v1/apps/vault/secrets/TEMP', { token: org.token })).status,
+    ).toBe(204);
+    expect(
+      (await tp.request('DELETE', '/v1/apps/vault/secrets/TEMP', { token: org.token })).status,
+    ).toBe(404);
     expect((await put({ secrets: { A: 'b' } }, 'no-such-app')).status).toBe(404);
   });
 
@@ -122,7 +150,9 @@ describe('secrets', () => {
     expect(change.status).toBe(409);
     expect(change.body.code).toBe('secret-managed');
     expect((await list()).body.map((s: { name: string }) => s.name)).not.toContain('OK');
-    const del = await tp.request('DELETE', '/v1/apps/vault/secrets/DATABASE_URL', { token: org.token });
+    const del = await tp.request('DELETE', '/v1/apps/vault/secrets/DATABASE_URL', {
+      token: org.token,
+    });
     expect(del.status).toBe(409);
     expect(del.body.code).toBe('secret-managed');
   });

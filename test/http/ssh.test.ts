@@ -209,7 +209,10 @@ describe('SSH public keys', () => {
     const full = await tp.createOrg();
     for (let i = 0; i < SSH_KEY_LIMIT; i += 10) {
       const batch = Array.from({ length: Math.min(10, SSH_KEY_LIMIT - i) }, () =>
-        tp.request('POST', '/v1/ssh-keys', { token: full.token, body: { publicKey: ed25519Line() } }),
+        tp.request('POST', '/v1/ssh-keys', {
+          token: full.token,
+          body: { publicKey: ed25519Line() },
+        }),
       );
       for (const res of await Promise.all(batch)) expect(res.status).toBe(201);
     }

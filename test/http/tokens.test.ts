@@ -25,10 +25,19 @@ describe('API keys', () => {
     expect(res.body.token.startsWith(res.body.prefix)).toBe(true);
     const list = await tp.request('GET', '/v1/tokens', { token: org.token });
     const listed = list.body.find((k: { id: string }) => k.id === res.body.id);
-    expect(listed).toMatchObject({ id: res.body.id, orgId: org.id, userId: org.userId, name: 'ci', scopes: ['read'] });
+    expect(listed).toMatchObject({
+      id: res.body.id,
+      orgId: org.id,
+      userId: org.userId,
+      name: 'ci',
+      scopes: ['read'],
+    });
     expect(listed.token).toBeUndefined();
     expect(JSON.stringify(list.body)).not.toContain(res.body.token);
-    const { rows } = await tp.platform.store.pool.query('SELECT hash, prefix FROM api_keys WHERE id = $1', [res.body.id]);
+    const { rows } = await tp.platform.store.pool.query(
+      'SELECT hash, prefix FROM api_keys WHERE id = $1',
+      [res.body.id],
+    );
     expect(rows[0].hash).toHaveLength(32);
     expect(JSON.stringify(rows)).not.toContain(res.body.token);
   });
@@ -41,7 +50,9 @@ describe('API keys', () => {
     const after = await tp.request('GET', '/v1/tokens', { token: key.token });
     expect(after.status).toBe(401);
     expect(after.body.code).toBe('unauthenticated');
-    expect((await tp.request('DELETE', `/v1/tokens/${key.id}`, { token: org.token })).body.code).toBe('not-found');
+    expect(
+      (await tp.request('DELETE', `/v1/tokens/${key.id}`, { token: org.token })).body.code,
+    ).toBe('not-found');
   });
 
   it('expires keys by ttlSeconds and by expiresAt, and marks them expired in the list', async () => {
@@ -92,8 +103,11 @@ describe('API keys', () => {
     expect(res.status).toBe(400);
     expect(res.body.code).toBe('bad-request');
     const paths = res.body.issues.map((i: { path: string }) => i.path);
-    expect(paths).toEqual(expect.arrayContaining(['name', 'scopes.1', 'ttlSeconds', 'agent.class', 'extra']));
-    for (const p of ['name', 'scopes.1', 'ttlSeconds', 'agent.class']) expect(res.body.error).toContain(p);
+    expect(paths).toEqual(
+      expect.arrayContaining(['name', 'scopes.1', 'ttlSeconds', 'agent.class', 'extra']),
+    );
+    for (const p of ['name', 'scopes.1', 'ttlSeconds', 'agent.class'])
+      expect(res.body.error).toContain(p);
   });
 
   it('enforces the bounds of spec part 8', async () => {
@@ -101,10 +115,19 @@ describe('API keys', () => {
       [{ name: 'x'.repeat(121) }, 'name'],
       [{ name: 'x', scopes: Array.from({ length: 21 }, () => 'read') }, 'scopes'],
       [{ name: 'x', ttlSeconds: 31_536_001 }, 'ttlSeconds'],
-      [{ name: 'x', ttlSeconds: 60, expiresAt: new Date(Date.now() + 100_000).toISOString() }, 'ttlSeconds'],
+      [
+        { name: 'x', ttlSeconds: 60, expiresAt: new Date(Date.now() + 100_000).toISOString() },
+        'ttlSeconds',
+      ],
       [{ name: 'x', expiresAt: new Date(Date.now() - 1000).toISOString() }, 'expiresAt'],
       [{ name: 'x', agent: { class: 'sandbox', apps: [] } }, 'agent.apps'],
-      [{ name: 'x', agent: { class: 'sandbox', apps: Array.from({ length: 51 }, (_, i) => `a${i}`) } }, 'agent.apps'],
+      [
+        {
+          name: 'x',
+          agent: { class: 'sandbox', apps: Array.from({ length: 51 }, (_, i) => `a${i}`) },
+        },
+        'agent.apps',
+      ],
       [{ name: 'x', agent: { class: 'twin', prodDataRead: true } }, 'agent.prodDataRead'],
       [{ name: 'x', scopes: ['deploy:Bad_App'] }, 'scopes.0'],
       [{ name: 'x', scopes: ['mail:send:not a domain'] }, 'scopes.0'],
@@ -120,7 +143,12 @@ describe('API keys', () => {
   });
 
   it('answers 401 without a key or with a malformed one', async () => {
-    for (const headers of [{}, { authorization: 'Bearer' }, { authorization: 'Basic abc' }, { authorization: 'Bearer pier_nope' }]) {
+    for (const headers of [
+      {},
+      { authorization: 'Bearer' },
+      { authorization: 'Basic abc' },
+      { authorization: 'Bearer pier_nope' },
+    ]) {
       const res = await tp.request('GET', '/v1/tokens', { headers });
       expect(res.status).toBe(401);
       expect(res.body).toMatchObject({ code: 'unauthenticated' });
@@ -138,7 +166,10 @@ describe('scopes', () => {
       ['GET', '/v1/ssh-keys'],
       ['GET', '/v1/billing/credits'],
     ] as const) {
-      const res = await tp.request(method, path, { token: read, body: method === 'POST' ? { name: 'x' } : undefined });
+      const res = await tp.request(method, path, {
+        token: read,
+        body: method === 'POST' ? { name: 'x' } : undefined,
+      });
       expect(res.status, path).toBe(403);
       expect(res.body.code).toBe('token-scope');
       expect(res.body.error).toContain('full-access');
@@ -149,16 +180,27 @@ describe('scopes', () => {
   it('lets deploy:<app> reach that app only', async () => {
     await tp.request('POST', '/v1/apps', { token: org.token, body: { name: 'scope-web' } });
     await tp.request('POST', '/v1/apps', { token: org.token, body: { name: 'scope-api' } });
-    const deploy = (await create(org.token, { name: 'deployer', scopes: ['deploy:scope-web'] })).body.token;
-    const ok = await tp.request('PUT', '/v1/apps/scope-web/secrets', { token: deploy, body: { secrets: { A: '1' } } });
+    const deploy = (await create(org.token, { name: 'deployer', scopes: ['deploy:scope-web'] }))
+      .body.token;
+    const ok = await tp.request('PUT', '/v1/apps/scope-web/secrets', {
+      token: deploy,
+      body: { secrets: { A: '1' } },
+    });
     expect(ok.status).toBe(200);
-    const refused = await tp.request('PUT', '/v1/apps/scope-api/secrets', { token: deploy, body: { secrets: { A: '1' } } });
+    const refused = await tp.request('PUT', '/v1/apps/scope-api/secrets', {
+      token: deploy,
+      body: { secrets: { A: '1' } },
+    });
     expect(refused.status).toBe(403);
     expect(refused.body.code).toBe('token-scope');
     expect(refused.body.error).toContain('deploy:scope-api');
     // D-or-R: listing secrets works with deploy for its app; creating apps needs full access.
-    expect((await tp.request('GET', '/v1/apps/scope-web/secrets', { token: deploy })).status).toBe(200);
-    expect((await tp.request('POST', '/v1/apps', { token: deploy, body: { name: 'nope' } })).body.code).toBe('token-scope');
+    expect((await tp.request('GET', '/v1/apps/scope-web/secrets', { token: deploy })).status).toBe(
+      200,
+    );
+    expect(
+      (await tp.request('POST', '/v1/apps', { token: deploy, body: { name: 'nope' } })).body.code,
+    ).toBe('token-scope');
   });
 });
 
@@ -174,7 +216,9 @@ describe('another organization', () => {
     expect(theirs.body).toEqual(missing.body);
 
     const revokeTheirs = await tp.request('DELETE', `/v1/tokens/${key.id}`, { token: other.token });
-    const revokeMissing = await tp.request('DELETE', '/v1/tokens/tok-doesnotexist00', { token: other.token });
+    const revokeMissing = await tp.request('DELETE', '/v1/tokens/tok-doesnotexist00', {
+      token: other.token,
+    });
     expect(revokeTheirs.status).toBe(404);
     expect(revokeTheirs.body).toEqual(revokeMissing.body);
     expect((await tp.request('GET', '/v1/tokens', { token: key.token })).status).toBe(200);

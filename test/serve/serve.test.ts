@@ -25,7 +25,16 @@ async function freePort(): Promise<number> {
 function serve(dataDir: string, port: number, extraEnv: Record<string, string> = {}): Served {
   const child = spawn(
     process.execPath,
-    ['--import', 'tsx', 'src/cli/entry.ts', 'serve', '--listen', `127.0.0.1:${port}`, '--data-dir', dataDir],
+    [
+      '--import',
+      'tsx',
+      'src/cli/entry.ts',
+      'serve',
+      '--listen',
+      `127.0.0.1:${port}`,
+      '--data-dir',
+      dataDir,
+    ],
     { env: { ...process.env, ...extraEnv }, stdio: ['ignore', 'pipe', 'pipe'] },
   );
   let out = '';

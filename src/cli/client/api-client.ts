@@ -53,7 +53,10 @@ export class ApiClient {
 
 /** Builds a path from literal parts and encoded parameters: path`/v1/apps/${name}`. */
 export function apiPath(strings: TemplateStringsArray, ...params: string[]): string {
-  return strings.reduce((acc, s, i) => acc + s + (i < params.length ? encodeURIComponent(params[i] ?? '') : ''), '');
+  return strings.reduce(
+    (acc, s, i) => acc + s + (i < params.length ? encodeURIComponent(params[i] ?? '') : ''),
+    '',
+  );
 }
 
 /** Turns an error answer into an `ApiCallError`, tolerating bodies that are not ours. */

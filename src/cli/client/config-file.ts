@@ -64,7 +64,10 @@ export async function readConfigFile(file: string = configPath()): Promise<Confi
  * full-access key. The write goes to a temporary file renamed into place, so a crash
  * never leaves half a file, and the key is never readable by others even for a moment.
  */
-export async function writeConfigFile(config: ConfigFile, file: string = configPath()): Promise<void> {
+export async function writeConfigFile(
+  config: ConfigFile,
+  file: string = configPath(),
+): Promise<void> {
   const dir = path.dirname(file);
   await mkdir(dir, { recursive: true, mode: 0o700 });
   const tmp = path.join(dir, `.${path.basename(file)}.${process.pid}.tmp`);
@@ -98,7 +101,9 @@ export async function resolveSettings(
   env: Env = process.env,
 ): Promise<Settings> {
   const file = await readConfigFile(configPath(env));
-  const apiUrl = normalizeApiUrl(flags.apiUrl ?? env.PIER_API_URL ?? file.apiUrl ?? DEFAULT_API_URL);
+  const apiUrl = normalizeApiUrl(
+    flags.apiUrl ?? env.PIER_API_URL ?? file.apiUrl ?? DEFAULT_API_URL,
+  );
   if (env.PIER_API_KEY) return { apiUrl, apiKey: env.PIER_API_KEY, keySource: 'env' };
   const savedFor = file.apiUrl ? normalizeApiUrl(file.apiUrl) : undefined;
   if (file.apiKey && (savedFor === undefined || savedFor === apiUrl)) {

@@ -21,9 +21,7 @@ export function withCommonOptions(cmd: Command, opts: { json?: boolean } = {}): 
 export async function connect(opts: CommonOptions): Promise<ApiClient> {
   const settings = await resolveSettings(opts);
   if (!settings.apiKey) {
-    throw new CliError(
-      `no API key for ${settings.apiUrl}; run \`pier login\` or set PIER_API_KEY`,
-    );
+    throw new CliError(`no API key for ${settings.apiUrl}; run \`pier login\` or set PIER_API_KEY`);
   }
   return new ApiClient(settings.apiUrl, settings.apiKey);
 }

@@ -48,7 +48,9 @@ export function registerLogin(program: Command, version: string): void {
         await writeConfigFile({ ...(await readConfigFile(file)), apiUrl, apiKey: token }, file);
         say(`Logged in to ${org.name} (${org.id})`, `Key saved to ${file}`);
         if (process.env.PIER_API_KEY) {
-          process.stderr.write('Note: PIER_API_KEY is set and takes precedence over the saved key.\n');
+          process.stderr.write(
+            'Note: PIER_API_KEY is set and takes precedence over the saved key.\n',
+          );
         }
       }),
     );

@@ -18,13 +18,17 @@ interface SetOptions extends CommonOptions {
 
 /** Registers `pier secrets`. */
 export function registerSecrets(program: Command): void {
-  const secrets = program.command('secrets').description("an app's secrets (values are never shown)");
+  const secrets = program
+    .command('secrets')
+    .description("an app's secrets (values are never shown)");
 
   withCommonOptions(secrets.command('list').description('list secret names and metadata'))
     .argument('<app>', 'app name')
     .action(
       action(async (app: string, opts: CommonOptions) => {
-        const list = await (await connect(opts)).call<Secret[]>('GET', apiPath`/v1/apps/${app}/secrets`);
+        const list = await (
+          await connect(opts)
+        ).call<Secret[]>('GET', apiPath`/v1/apps/${app}/secrets`);
         if (opts.json) return printJson(list);
         printTable(
           ['NAME', 'BUILD', 'MANAGED', 'UPDATED'],
@@ -39,10 +43,18 @@ export function registerSecrets(program: Command): void {
       }),
     );
 
-  withCommonOptions(secrets.command('set').description('set secrets (NAME=VALUE; NAME=- reads stdin)'))
+  withCommonOptions(
+    secrets.command('set').description('set secrets (NAME=VALUE; NAME=- reads stdin)'),
+  )
     .argument('<app>', 'app name')
-    .argument('[pairs...]', 'NAME=VALUE pairs; NAME=- takes the value from stdin (one final newline dropped)')
-    .option('--unstaged', 'apply now: restart machines that lack a new value (default: next deploy)')
+    .argument(
+      '[pairs...]',
+      'NAME=VALUE pairs; NAME=- takes the value from stdin (one final newline dropped)',
+    )
+    .option(
+      '--unstaged',
+      'apply now: restart machines that lack a new value (default: next deploy)',
+    )
     .option('--build <name>', 'let the next source build see this secret; repeatable', collect)
     .action(
       action(async (app: string, pairs: string[], opts: SetOptions) => {
@@ -55,7 +67,11 @@ export function registerSecrets(program: Command): void {
         if (Object.keys(values).length > 0) body.secrets = values;
         if (build.length > 0) body.build = Object.fromEntries(build.map((n) => [n, true]));
         const client = await connect(opts);
-        const answer = await client.call<PutSecretsAnswer>('PUT', apiPath`/v1/apps/${app}/secrets`, body);
+        const answer = await client.call<PutSecretsAnswer>(
+          'PUT',
+          apiPath`/v1/apps/${app}/secrets`,
+          body,
+        );
         if (opts.json) return printJson(answer);
         const names = answer.changed.join(', ') || 'nothing';
         if (answer.staged) {
@@ -99,6 +115,7 @@ async function parsePairs(pairs: string[]): Promise<Record<string, string>> {
       values[name] = value;
     }
   }
-  if (fromStdin !== undefined) values[fromStdin] = chompNewline(await readStdin(`the value of ${fromStdin}`));
+  if (fromStdin !== undefined)
+    values[fromStdin] = chompNewline(await readStdin(`the value of ${fromStdin}`));
   return values;
 }

@@ -60,7 +60,9 @@ async function readPublicKey(file: string): Promise<string> {
     try {
       text = await readFile(file, 'utf8');
     } catch (err) {
-      throw new CliError(`cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+      throw new CliError(
+        `cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`,
+      );
     }
   }
   if (text.includes('PRIVATE KEY')) {

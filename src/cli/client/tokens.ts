@@ -22,7 +22,9 @@ interface CreateOptions extends CommonOptions {
 export function registerTokens(program: Command): void {
   const tokens = program.command('tokens').description('API keys of the organization');
 
-  withCommonOptions(tokens.command('list').description('list API keys (never their values)')).action(
+  withCommonOptions(
+    tokens.command('list').description('list API keys (never their values)'),
+  ).action(
     action(async (opts: CommonOptions) => {
       const list = await (await connect(opts)).call<TokenRecord[]>('GET', '/v1/tokens');
       if (opts.json) return printJson(list);
@@ -44,15 +46,29 @@ export function registerTokens(program: Command): void {
 
   withCommonOptions(tokens.command('create').description('create an API key; shown only once'))
     .requiredOption('--name <name>', 'what the key is for (1-120 characters)')
-    .option('--scope <scope>', 'limit the key: read, deploy, deploy:<app>, mail:send[:<domain>]; repeatable', collect)
+    .option(
+      '--scope <scope>',
+      'limit the key: read, deploy, deploy:<app>, mail:send[:<domain>]; repeatable',
+      collect,
+    )
     .option('--ttl <seconds>', 'expire after this many seconds (60-31536000)', seconds)
     .option('--expires-at <iso>', 'expire at this moment (ISO 8601)')
-    .option('--agent-class <class>', 'make it an agent token: sandbox, twin or production', agentClass)
-    .option('--agent-app <app>', 'app the agent token may touch; repeatable (default: all)', collect)
+    .option(
+      '--agent-class <class>',
+      'make it an agent token: sandbox, twin or production',
+      agentClass,
+    )
+    .option(
+      '--agent-app <app>',
+      'app the agent token may touch; repeatable (default: all)',
+      collect,
+    )
     .option('--prod-data-read', 'production agent token may read data production holds')
     .action(
       action(async (opts: CreateOptions) => {
-        const created = await (await connect(opts)).call<CreatedToken>('POST', '/v1/tokens', createBody(opts));
+        const created = await (
+          await connect(opts)
+        ).call<CreatedToken>('POST', '/v1/tokens', createBody(opts));
         if (opts.json) return printJson(created);
         say(
           `Created API key ${created.name} (${created.id}), ${access(created)} access` +
@@ -65,7 +81,9 @@ export function registerTokens(program: Command): void {
       }),
     );
 
-  withCommonOptions(tokens.command('revoke').description('revoke an API key at once'), { json: false })
+  withCommonOptions(tokens.command('revoke').description('revoke an API key at once'), {
+    json: false,
+  })
     .argument('<id>', 'key id (tok-...)')
     .action(
       action(async (id: string, opts: CommonOptions) => {

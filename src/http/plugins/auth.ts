@@ -69,11 +69,15 @@ export function installAuth(app: FastifyInstance, deps: AuthDeps): void {
     const token = bearer(req);
     if (guard === 'operator') {
       if (!token || !constantTimeEqual(token, deps.operatorToken)) {
-        throw new ApiError('unauthenticated', 'The operator API needs the operator token as a Bearer.');
+        throw new ApiError(
+          'unauthenticated',
+          'The operator API needs the operator token as a Bearer.',
+        );
       }
       return;
     }
-    if (!token) throw new ApiError('unauthenticated', 'Send an API key as `Authorization: Bearer <key>`.');
+    if (!token)
+      throw new ApiError('unauthenticated', 'Send an API key as `Authorization: Bearer <key>`.');
     const key = await deps.authenticator.authenticate(token);
     if (!key) throw new ApiError('unauthenticated', 'The API key is unknown, revoked or expired.');
     const own = await deps.authenticator.org(key.orgId);

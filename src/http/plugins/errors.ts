@@ -41,9 +41,15 @@ class RouteTable {
 
   add(method: string | string[], url: string): void {
     const rx = new RegExp(
-      '^' + url.replace(/[.+?^${}()|[\]\\]/g, '\\$&').replace(/:[^/]+/g, '[^/]+').replace(/\*/g, '.*') + '$',
+      '^' +
+        url
+          .replace(/[.+?^${}()|[\]\\]/g, '\\$&')
+          .replace(/:[^/]+/g, '[^/]+')
+          .replace(/\*/g, '.*') +
+        '$',
     );
-    for (const m of Array.isArray(method) ? method : [method]) this.routes.push({ method: m, pattern: rx });
+    for (const m of Array.isArray(method) ? method : [method])
+      this.routes.push({ method: m, pattern: rx });
   }
 
   allowed(path: string): string[] {
@@ -60,7 +66,13 @@ export function installErrors(app: FastifyInstance): void {
     const allowed = table.allowed(path).filter((m) => m !== 'HEAD');
     if (allowed.length > 0) {
       reply.header('allow', allowed.join(', '));
-      return send(reply, new ApiError('method-not-allowed', `${req.method} is not allowed here; use ${allowed.join(', ')}.`));
+      return send(
+        reply,
+        new ApiError(
+          'method-not-allowed',
+          `${req.method} is not allowed here; use ${allowed.join(', ')}.`,
+        ),
+      );
     }
     return send(reply, new ApiError('not-found', `No route ${req.method} ${path}.`));
   });
@@ -73,6 +85,9 @@ export function installErrors(app: FastifyInstance): void {
     if (err.statusCode === 413) return send(reply, new ApiError('too-large'));
     const ref = `ref-${randomBytes(6).toString('hex')}`;
     req.log.error({ err, ref }, 'unexpected failure');
-    return send(reply, new ApiError('internal', `The platform failed (reference ${ref}).`, { reference: ref }));
+    return send(
+      reply,
+      new ApiError('internal', `The platform failed (reference ${ref}).`, { reference: ref }),
+    );
   });
 }

@@ -40,13 +40,22 @@ export function adminRoutes(root: FastifyInstance, { ctx, authenticator }: AppDe
 
   app.get('/admin/v1/orgs', {
     config,
-    schema: { tags: ['operator'], summary: 'Every organization', response: { 200: z.array(orgSchema) } },
+    schema: {
+      tags: ['operator'],
+      summary: 'Every organization',
+      response: { 200: z.array(orgSchema) },
+    },
     handler: async () => listOrgs(ctx.db),
   });
 
   app.get('/admin/v1/orgs/:id', {
     config,
-    schema: { tags: ['operator'], summary: 'One organization', params: idParams, response: { 200: orgSchema } },
+    schema: {
+      tags: ['operator'],
+      summary: 'One organization',
+      params: idParams,
+      response: { 200: orgSchema },
+    },
     handler: async (req) => getOrg(ctx.db, req.params.id),
   });
 
@@ -59,19 +68,32 @@ export function adminRoutes(root: FastifyInstance, { ctx, authenticator }: AppDe
       body: createUserBody,
       response: { 201: z.object({ user: userSchema, ...withToken }) },
     },
-    handler: async (req, reply) => reply.code(201).send(await createUser(ctx, req.params.id, req.body)),
+    handler: async (req, reply) =>
+      reply.code(201).send(await createUser(ctx, req.params.id, req.body)),
   });
 
   app.post('/admin/v1/orgs/:id/grants', {
     config,
-    schema: { tags: ['operator'], summary: 'Grant credit', params: idParams, body: grantBody, response: { 201: ledgerEntrySchema } },
-    handler: async (req, reply) => reply.code(201).send(await grantCredit(ctx, req.params.id, req.body)),
+    schema: {
+      tags: ['operator'],
+      summary: 'Grant credit',
+      params: idParams,
+      body: grantBody,
+      response: { 201: ledgerEntrySchema },
+    },
+    handler: async (req, reply) =>
+      reply.code(201).send(await grantCredit(ctx, req.params.id, req.body)),
   });
 
   for (const action of ['suspend', 'unsuspend'] as const) {
     app.post(`/admin/v1/orgs/:id/${action}`, {
       config,
-      schema: { tags: ['operator'], summary: `${action} an organization`, params: idParams, response: { 200: orgSchema } },
+      schema: {
+        tags: ['operator'],
+        summary: `${action} an organization`,
+        params: idParams,
+        response: { 200: orgSchema },
+      },
       handler: async (req) => {
         const org = await setSuspended(ctx, req.params.id, action === 'suspend');
         await authenticator.orgChanged(org.id);
@@ -82,7 +104,13 @@ export function adminRoutes(root: FastifyInstance, { ctx, authenticator }: AppDe
 
   app.put('/admin/v1/orgs/:id/limits', {
     config,
-    schema: { tags: ['operator'], summary: 'Set app and computer limits (null = unlimited)', params: idParams, body: limitsBody, response: { 200: orgSchema } },
+    schema: {
+      tags: ['operator'],
+      summary: 'Set app and computer limits (null = unlimited)',
+      params: idParams,
+      body: limitsBody,
+      response: { 200: orgSchema },
+    },
     handler: async (req) => setLimits(ctx, req.params.id, req.body),
   });
 }

@@ -2,7 +2,14 @@
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { appSchema, createApp, createAppBody, deleteApp, getApp, listApps } from '../../../services/apps.js';
+import {
+  appSchema,
+  createApp,
+  createAppBody,
+  deleteApp,
+  getApp,
+  listApps,
+} from '../../../services/apps.js';
 import type { AppDeps } from '../../app.js';
 import { principalOf } from '../../plugins/auth.js';
 import { appFromBodyField, appFromParams, auth } from '../../route-auth.js';
@@ -15,7 +22,12 @@ export function appRoutes(root: FastifyInstance, { ctx }: AppDeps): void {
   app.post('/v1/apps', {
     // The new app's name is the app the request concerns (for agent app lists).
     config: { auth: auth.F('AW', appFromBodyField('name')) },
-    schema: { tags: ['apps'], summary: 'Create an app', body: createAppBody, response: { 201: appSchema } },
+    schema: {
+      tags: ['apps'],
+      summary: 'Create an app',
+      body: createAppBody,
+      response: { 201: appSchema },
+    },
     handler: async (req, reply) =>
       reply.code(201).send(await createApp(ctx, principalOf(req).orgId, req.body.name)),
   });
@@ -28,13 +40,22 @@ export function appRoutes(root: FastifyInstance, { ctx }: AppDeps): void {
 
   app.get('/v1/apps/:name', {
     config: { auth: auth.R('AA', appFromParams) },
-    schema: { tags: ['apps'], summary: 'One app', params: nameParams, response: { 200: appSchema } },
+    schema: {
+      tags: ['apps'],
+      summary: 'One app',
+      params: nameParams,
+      response: { 200: appSchema },
+    },
     handler: async (req) => getApp(ctx, principalOf(req).orgId, req.params.name),
   });
 
   app.delete('/v1/apps/:name', {
     config: { auth: auth.F('AW', appFromParams) },
-    schema: { tags: ['apps'], summary: 'Delete an app, its machines and secrets; detach its resources', params: nameParams },
+    schema: {
+      tags: ['apps'],
+      summary: 'Delete an app, its machines and secrets; detach its resources',
+      params: nameParams,
+    },
     handler: async (req, reply) => {
       await deleteApp(ctx, principalOf(req).orgId, req.params.name);
       return reply.code(204).send();

@@ -13,7 +13,11 @@ export function billingRoutes(root: FastifyInstance, { ctx }: AppDeps): void {
 
   app.get('/v1/billing/credits', {
     config: { auth: auth.F('AA') },
-    schema: { tags: ['billing'], summary: 'The credit account', response: { 200: creditAccountSchema } },
+    schema: {
+      tags: ['billing'],
+      summary: 'The credit account',
+      response: { 200: creditAccountSchema },
+    },
     handler: async (req) => getCreditAccount(ctx.db, principalOf(req).orgId),
   });
 
@@ -24,7 +28,12 @@ export function billingRoutes(root: FastifyInstance, { ctx }: AppDeps): void {
       summary: 'Ledger entries, newest first',
       querystring: z.strictObject({ limit: z.coerce.number().int().min(1).max(500).default(50) }),
       response: {
-        200: z.object({ orgId: z.string(), currency: z.literal('EUR'), limit: z.number(), entries: z.array(ledgerEntrySchema) }),
+        200: z.object({
+          orgId: z.string(),
+          currency: z.literal('EUR'),
+          limit: z.number(),
+          entries: z.array(ledgerEntrySchema),
+        }),
       },
     },
     handler: async (req) => ledgerOf(ctx, principalOf(req).orgId, req.query.limit),

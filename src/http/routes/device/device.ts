@@ -55,7 +55,9 @@ export function deviceRoutes(root: FastifyInstance, { ctx, rateLimiter }: AppDep
         'Declined: 403 access-denied. Expired: 410 expired-token. Used: 410 gone.',
       security: [],
       body: deviceTokenBody,
-      response: { 200: z.object({ token: z.string(), org: z.object({ id: z.string(), name: z.string() }) }) },
+      response: {
+        200: z.object({ token: z.string(), org: z.object({ id: z.string(), name: z.string() }) }),
+      },
     },
     handler: async (req) => {
       rateLimiter.hit(`device-token:${req.ip}`, LOGIN_LIMIT.limit * 4, LOGIN_LIMIT.windowMs);

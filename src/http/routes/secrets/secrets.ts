@@ -2,7 +2,13 @@
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { deleteSecret, listSecrets, putSecrets, putSecretsBody, secretSchema } from '../../../services/secrets.js';
+import {
+  deleteSecret,
+  listSecrets,
+  putSecrets,
+  putSecretsBody,
+  secretSchema,
+} from '../../../services/secrets.js';
 import type { AppDeps } from '../../app.js';
 import { principalOf } from '../../plugins/auth.js';
 import { appFromParams, auth } from '../../route-auth.js';
@@ -14,7 +20,12 @@ export function secretRoutes(root: FastifyInstance, { ctx }: AppDeps): void {
 
   app.get('/v1/apps/:name/secrets', {
     config: { auth: auth.DorR('AA', appFromParams) },
-    schema: { tags: ['secrets'], summary: "An app's secrets (names and metadata, never values)", params: nameParams, response: { 200: z.array(secretSchema) } },
+    schema: {
+      tags: ['secrets'],
+      summary: "An app's secrets (names and metadata, never values)",
+      params: nameParams,
+      response: { 200: z.array(secretSchema) },
+    },
     handler: async (req) => listSecrets(ctx, principalOf(req).orgId, req.params.name),
   });
 
@@ -40,7 +51,11 @@ export function secretRoutes(root: FastifyInstance, { ctx }: AppDeps): void {
 
   app.delete('/v1/apps/:name/secrets/:key', {
     config: { auth: auth.D('AW', appFromParams) },
-    schema: { tags: ['secrets'], summary: 'Remove a secret', params: nameParams.extend({ key: z.string().max(256) }) },
+    schema: {
+      tags: ['secrets'],
+      summary: 'Remove a secret',
+      params: nameParams.extend({ key: z.string().max(256) }),
+    },
     handler: async (req, reply) => {
       await deleteSecret(ctx, principalOf(req).orgId, req.params.name, req.params.key);
       return reply.code(204).send();

@@ -30,7 +30,13 @@ export function sshRoutes(root: FastifyInstance, { ctx, sshGateway }: AppDeps): 
       tags: ['ssh'],
       summary: "The SSH gateway's address and host key",
       response: {
-        200: z.object({ address: z.string(), host: z.string(), port: z.number(), hostKey: z.string(), hostKeyFingerprint: z.string() }),
+        200: z.object({
+          address: z.string(),
+          host: z.string(),
+          port: z.number(),
+          hostKey: z.string(),
+          hostKeyFingerprint: z.string(),
+        }),
       },
     },
     handler: async () => gatewayAnswer(sshGateway),
@@ -44,10 +50,19 @@ export function sshRoutes(root: FastifyInstance, { ctx, sshGateway }: AppDeps): 
 
   app.post('/v1/ssh-keys', {
     config: { auth: auth.F('A0') },
-    schema: { tags: ['ssh'], summary: 'Add an SSH public key (ed25519, ecdsa, rsa ≥ 2048)', body: addSshKeyBody, response: { 201: sshKeySchema } },
+    schema: {
+      tags: ['ssh'],
+      summary: 'Add an SSH public key (ed25519, ecdsa, rsa ≥ 2048)',
+      body: addSshKeyBody,
+      response: { 201: sshKeySchema },
+    },
     handler: async (req, reply) => {
       const p = principalOf(req);
-      return reply.code(201).send(await addSshKey(ctx, p.orgId, p.orgId === p.key.orgId ? p.key.userId : null, req.body));
+      return reply
+        .code(201)
+        .send(
+          await addSshKey(ctx, p.orgId, p.orgId === p.key.orgId ? p.key.userId : null, req.body),
+        );
     },
   });
 
@@ -62,7 +77,11 @@ export function sshRoutes(root: FastifyInstance, { ctx, sshGateway }: AppDeps): 
 
   app.get('/v1/ssh/tokens', {
     config: { auth: auth.F('AA') },
-    schema: { tags: ['ssh'], summary: 'SSH tokens (never their values)', response: { 200: z.array(sshTokenSchema) } },
+    schema: {
+      tags: ['ssh'],
+      summary: 'SSH tokens (never their values)',
+      response: { 200: z.array(sshTokenSchema) },
+    },
     handler: async (req) => listSshTokens(ctx, principalOf(req).orgId),
   });
 
@@ -73,7 +92,13 @@ export function sshRoutes(root: FastifyInstance, { ctx, sshGateway }: AppDeps): 
       summary: 'Mint a short-lived SSH token for one app',
       body: createSshTokenBody,
       response: {
-        201: sshTokenSchema.extend({ token: z.string(), host: z.string(), port: z.number(), hostKey: z.string(), command: z.string() }),
+        201: sshTokenSchema.extend({
+          token: z.string(),
+          host: z.string(),
+          port: z.number(),
+          hostKey: z.string(),
+          command: z.string(),
+        }),
       },
     },
     handler: async (req, reply) =>

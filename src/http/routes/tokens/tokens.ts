@@ -2,7 +2,13 @@
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { createKeyBody, keyRecordSchema, listKeys, mintKey, revokeKey } from '../../../services/keys.js';
+import {
+  createKeyBody,
+  keyRecordSchema,
+  listKeys,
+  mintKey,
+  revokeKey,
+} from '../../../services/keys.js';
 import type { AppDeps } from '../../app.js';
 import { principalOf } from '../../plugins/auth.js';
 import { auth } from '../../route-auth.js';
@@ -21,7 +27,11 @@ export function tokenRoutes(root: FastifyInstance, { ctx, authenticator }: AppDe
     handler: async (req, reply) => {
       const { key, orgId } = principalOf(req);
       // Under delegation the new key belongs to the managed org and to nobody there.
-      const creator = { orgId, userId: orgId === key.orgId ? key.userId : null, expiresAt: key.expiresAt };
+      const creator = {
+        orgId,
+        userId: orgId === key.orgId ? key.userId : null,
+        expiresAt: key.expiresAt,
+      };
       const created = await mintKey(ctx.db, ctx.clock(), creator, req.body);
       return reply.code(201).send(created);
     },
@@ -29,13 +39,21 @@ export function tokenRoutes(root: FastifyInstance, { ctx, authenticator }: AppDe
 
   app.get('/v1/tokens', {
     config: { auth: auth.F('AA') },
-    schema: { tags: ['tokens'], summary: 'List API keys (never their values)', response: { 200: z.array(keyRecordSchema) } },
+    schema: {
+      tags: ['tokens'],
+      summary: 'List API keys (never their values)',
+      response: { 200: z.array(keyRecordSchema) },
+    },
     handler: async (req) => listKeys(ctx, principalOf(req).orgId),
   });
 
   app.delete('/v1/tokens/:id', {
     config: { auth: auth.F('A0') },
-    schema: { tags: ['tokens'], summary: 'Revoke an API key at once', params: z.object({ id: z.string().max(64) }) },
+    schema: {
+      tags: ['tokens'],
+      summary: 'Revoke an API key at once',
+      params: z.object({ id: z.string().max(64) }),
+    },
     handler: async (req, reply) => {
       await revokeKey(ctx, principalOf(req).orgId, req.params.id);
       await authenticator.keyRevoked(req.params.id);

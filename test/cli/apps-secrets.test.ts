@@ -1,0 +1,144 @@
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startTestPlatform, type TestOrg, type TestPlatform } from '../helpers/platform.js';
+import { type CliOptions, runCli, tempDir } from './run-cli.js';
+
+let tp: TestPlatform;
+let org: TestOrg;
+let tmp: Awaited<ReturnType<typeof tempDir>>;
+let env: Record<string, string>;
+const pier = (args: string[], opts: CliOptions = {}) =>
+  runCli(args, { ...opts, env: { ...env, ...opts.env } });
+
+beforeAll(async () => {
+  tp = await startTestPlatform();
+  org = await tp.createOrg();
+  tmp = await tempDir();
+  env = { PIER_CONFIG: path.join(tmp.dir, 'config.json'), PIER_API_URL: tp.url, PIER_API_KEY: org.token };
+});
+afterAll(async () => {
+  await tp?.close();
+  await tmp?.remove();
+});
+
+describe('pier apps', () => {
+  it('creates, lists, shows and deletes an app', async () => {
+    const created = await pier(['apps', 'create', 'cli-web']);
+    expect(created.stderr).toBe('');
+    expect(created.code).toBe(0);
+    expect(created.stdout).toMatch(/^Created app cli-web \(\S+\) at http:\/\/cli-web\.\S+\.\n$/);
+
+    const json = await pier(['apps', 'list', '--json']);
+    const apps = JSON.parse(json.stdout) as { name: string; id: string; orgId: string }[];
+    expect(apps).toEqual([expect.objectContaining({ name: 'cli-web', orgId: org.id })]);
+
+    const table = await pier(['apps', 'list']);
+    expect(table.stdout.split('\n')[0]).toMatch(/^NAME\s+ID\s+ADDRESS\s+CREATED$/);
+    expect(table.stdout.split('\n')[1]).toMatch(new RegExp(`^cli-web\\s+${apps[0]!.id}\\s+http://cli-web\\.`));
+
+    const show = await pier(['apps', 'show', 'cli-web']);
+    expect(show.code).toBe(0);
+    expect(show.stdout).toMatch(/^Name: +cli-web$/m);
+    expect(show.stdout).toMatch(new RegExp(`^Organization: +${org.id}$`, 'm'));
+    const showJson = JSON.parse((await pier(['apps', 'show', 'cli-web', '--json'])).stdout);
+    expect(showJson).toEqual(apps[0]);
+
+    const del = await pier(['apps', 'delete', 'cli-web']);
+    expect(del.code).toBe(0);
+    expect(del.stdout).toBe('Deleted app cli-web.\n');
+    expect((await pier(['apps', 'list'])).stdout).toBe('No apps.\n');
+  });
+
+  it('prints an invalid name as `pier: ... (bad-request)` with issue lines, exit 1', async () => {
+    const res = await pier(['apps', 'create', 'Not_Valid']);
+    expect(res.code).toBe(1);
+    expect(res.stdout).toBe('');
+    const [first, ...issues] = res.stderr.trimEnd().split('\n');
+    expect(first).toMatch(/^pier: Invalid name .+ \(bad-request\)$/);
+    expect(issues).toEqual([expect.stringMatching(/^ {2}- name: lowercase letters/)]);
+  });
+
+  it('prints other codes the same way', async () => {
+    const res = await pier(['apps', 'show', 'no-such-app']);
+    expect(res.code).toBe(1);
+    expect(res.stderr).toBe("pier: App 'no-such-app' not found. (not-found)\n");
+    const reserved = await pier(['apps', 'create', 'console']);
+    expect(reserved.stderr).toMatch(/^pier: .+ \(name-reserved\)\n$/);
+  });
+
+  it('says plainly when the key is refused or the server is unreachable', async () => {
+    const bad = await pier(['apps', 'list'], { env: { PIER_API_KEY: 'pier_nope' } });
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toMatch(/^pier: .+ \(unauthenticated\)\n$/);
+    const down = await pier(['apps', 'list', '--api-url', 'http://127.0.0.1:59999']);
+    expect(down.code).toBe(1);
+    expect(down.stderr).toBe('pier: cannot reach http://127.0.0.1:59999: ECONNREFUSED\n');
+  });
+});
+
+describe('pier secrets', () => {
+  const value = 'hunter2-very-secret';
+  const piped = 'from-stdin-value';
+
+  beforeAll(async () => {
+    expect((await tp.request('POST', '/v1/apps', { token: org.token, body: { name: 'cli-sec' } })).status).toBe(201);
+  });
+
+  it('sets secrets (staged by default), one of them from stdin, without echoing values', async () => {
+    const res = await pier(['secrets', 'set', 'cli-sec', `DB_PASS=${value}`, 'API_TOKEN=-', '--build', 'DB_PASS'], {
+      input: `${piped}\n`,
+    });
+    expect(res.stderr).toBe('');
+    expect(res.code).toBe(0);
+    expect(res.stdout).toBe('Staged API_TOKEN, DB_PASS on cli-sec; machines get the values at the next deploy.\n');
+
+    const unstaged = await pier(['secrets', 'set', 'cli-sec', 'LOG_LEVEL=debug', '--unstaged', '--json']);
+    expect(JSON.parse(unstaged.stdout)).toMatchObject({ appName: 'cli-sec', staged: false, changed: ['LOG_LEVEL'] });
+  });
+
+  it('lists names and metadata, never values', async () => {
+    const table = await pier(['secrets', 'list', 'cli-sec']);
+    expect(table.code).toBe(0);
+    const lines = table.stdout.trimEnd().split('\n');
+    expect(lines[0]).toMatch(/^NAME\s+BUILD\s+MANAGED\s+UPDATED$/);
+    expect(lines.slice(1).map((l) => l.split(/\s+/)[0])).toEqual(['API_TOKEN', 'DB_PASS', 'LOG_LEVEL']);
+    expect(lines.find((l) => l.startsWith('DB_PASS'))).toMatch(/^DB_PASS\s+yes\s+-\s+\d{4}-/);
+
+    const json = await pier(['secrets', 'list', 'cli-sec', '--json']);
+    const list = JSON.parse(json.stdout) as { name: string; managed: boolean; build?: boolean }[];
+    expect(list.find((s) => s.name === 'DB_PASS')).toMatchObject({ managed: false, build: true });
+    for (const out of [table.stdout, json.stdout]) {
+      expect(out).not.toContain(value);
+      expect(out).not.toContain(piped);
+      expect(out).not.toContain('debug');
+    }
+  });
+
+  it('unsets a secret', async () => {
+    const res = await pier(['secrets', 'unset', 'cli-sec', 'LOG_LEVEL']);
+    expect(res.code).toBe(0);
+    expect(res.stdout).toBe('Removed LOG_LEVEL from cli-sec.\n');
+    const list = JSON.parse((await pier(['secrets', 'list', 'cli-sec', '--json'])).stdout) as { name: string }[];
+    expect(list.map((s) => s.name)).toEqual(['API_TOKEN', 'DB_PASS']);
+    const again = await pier(['secrets', 'unset', 'cli-sec', 'LOG_LEVEL']);
+    expect(again.code).toBe(1);
+    expect(again.stderr).toMatch(/\(not-found\)\n$/);
+  });
+
+  it('refuses bad pairs locally without printing the value', async () => {
+    const twice = await pier(['secrets', 'set', 'cli-sec', 'A=-', 'B=-']);
+    expect(twice.code).toBe(1);
+    expect(twice.stderr).toBe('pier: only one value can come from stdin (A and B ask)\n');
+    const noEq = await pier(['secrets', 'set', 'cli-sec', 'JUSTANAME']);
+    expect(noEq.stderr).toBe("pier: 'JUSTANAME' is not NAME=VALUE\n");
+    const none = await pier(['secrets', 'set', 'cli-sec']);
+    expect(none.stderr).toBe('pier: give at least one NAME=VALUE (or --build NAME)\n');
+  });
+
+  it('shows the server refusing a reserved name, with the issue line', async () => {
+    const res = await pier(['secrets', 'set', 'cli-sec', `PIER_X=${value}`]);
+    expect(res.code).toBe(1);
+    expect(res.stderr).toMatch(/\(bad-request\)\n {2}- secrets\.PIER_X: the prefix PIER_ is reserved/);
+    expect(res.stdout + res.stderr).not.toContain(value);
+  });
+});
