@@ -28,20 +28,23 @@ describe('pier apps', () => {
     expect(created.code).toBe(0);
     expect(created.stdout).toMatch(/^Created app cli-web \(\S+\) at http:\/\/cli-web\.\S+\.\n$/);
 
-    const json = await pier(['apps', 'list', '--json']);
+    // Reads are independent: run them side by side to keep the test short.
+    const [json, table, show, showJson] = await Promise.all([
+      pier(['apps', 'list', '--json']),
+      pier(['apps', 'list']),
+      pier(['apps', 'show', 'cli-web']),
+      pier(['apps', 'show', 'cli-web', '--json']),
+    ]);
     const apps = JSON.parse(json.stdout) as { name: string; id: string; orgId: string }[];
     expect(apps).toEqual([expect.objectContaining({ name: 'cli-web', orgId: org.id })]);
 
-    const table = await pier(['apps', 'list']);
     expect(table.stdout.split('\n')[0]).toMatch(/^NAME\s+ID\s+ADDRESS\s+CREATED$/);
     expect(table.stdout.split('\n')[1]).toMatch(new RegExp(`^cli-web\\s+${apps[0]!.id}\\s+http://cli-web\\.`));
 
-    const show = await pier(['apps', 'show', 'cli-web']);
     expect(show.code).toBe(0);
     expect(show.stdout).toMatch(/^Name: +cli-web$/m);
     expect(show.stdout).toMatch(new RegExp(`^Organization: +${org.id}$`, 'm'));
-    const showJson = JSON.parse((await pier(['apps', 'show', 'cli-web', '--json'])).stdout);
-    expect(showJson).toEqual(apps[0]);
+    expect(JSON.parse(showJson.stdout)).toEqual(apps[0]);
 
     const del = await pier(['apps', 'delete', 'cli-web']);
     expect(del.code).toBe(0);
@@ -59,18 +62,22 @@ describe('pier apps', () => {
   });
 
   it('prints other codes the same way', async () => {
-    const res = await pier(['apps', 'show', 'no-such-app']);
+    const [res, reserved] = await Promise.all([
+      pier(['apps', 'show', 'no-such-app']),
+      pier(['apps', 'create', 'console']),
+    ]);
     expect(res.code).toBe(1);
     expect(res.stderr).toBe("pier: App 'no-such-app' not found. (not-found)\n");
-    const reserved = await pier(['apps', 'create', 'console']);
     expect(reserved.stderr).toMatch(/^pier: .+ \(name-reserved\)\n$/);
   });
 
   it('says plainly when the key is refused or the server is unreachable', async () => {
-    const bad = await pier(['apps', 'list'], { env: { PIER_API_KEY: 'pier_nope' } });
+    const [bad, down] = await Promise.all([
+      pier(['apps', 'list'], { env: { PIER_API_KEY: 'pier_nope' } }),
+      pier(['apps', 'list', '--api-url', 'http://127.0.0.1:59999']),
+    ]);
     expect(bad.code).toBe(1);
     expect(bad.stderr).toMatch(/^pier: .+ \(unauthenticated\)\n$/);
-    const down = await pier(['apps', 'list', '--api-url', 'http://127.0.0.1:59999']);
     expect(down.code).toBe(1);
     expect(down.stderr).toBe('pier: cannot reach http://127.0.0.1:59999: ECONNREFUSED\n');
   });
@@ -97,14 +104,16 @@ describe('pier secrets', () => {
   });
 
   it('lists names and metadata, never values', async () => {
-    const table = await pier(['secrets', 'list', 'cli-sec']);
+    const [table, json] = await Promise.all([
+      pier(['secrets', 'list', 'cli-sec']),
+      pier(['secrets', 'list', 'cli-sec', '--json']),
+    ]);
     expect(table.code).toBe(0);
     const lines = table.stdout.trimEnd().split('\n');
     expect(lines[0]).toMatch(/^NAME\s+BUILD\s+MANAGED\s+UPDATED$/);
     expect(lines.slice(1).map((l) => l.split(/\s+/)[0])).toEqual(['API_TOKEN', 'DB_PASS', 'LOG_LEVEL']);
     expect(lines.find((l) => l.startsWith('DB_PASS'))).toMatch(/^DB_PASS\s+yes\s+-\s+\d{4}-/);
 
-    const json = await pier(['secrets', 'list', 'cli-sec', '--json']);
     const list = JSON.parse(json.stdout) as { name: string; managed: boolean; build?: boolean }[];
     expect(list.find((s) => s.name === 'DB_PASS')).toMatchObject({ managed: false, build: true });
     for (const out of [table.stdout, json.stdout]) {
@@ -126,12 +135,14 @@ describe('pier secrets', () => {
   });
 
   it('refuses bad pairs locally without printing the value', async () => {
-    const twice = await pier(['secrets', 'set', 'cli-sec', 'A=-', 'B=-']);
+    const [twice, noEq, none] = await Promise.all([
+      pier(['secrets', 'set', 'cli-sec', 'A=-', 'B=-']),
+      pier(['secrets', 'set', 'cli-sec', 'JUSTANAME']),
+      pier(['secrets', 'set', 'cli-sec']),
+    ]);
     expect(twice.code).toBe(1);
     expect(twice.stderr).toBe('pier: only one value can come from stdin (A and B ask)\n');
-    const noEq = await pier(['secrets', 'set', 'cli-sec', 'JUSTANAME']);
     expect(noEq.stderr).toBe("pier: 'JUSTANAME' is not NAME=VALUE\n");
-    const none = await pier(['secrets', 'set', 'cli-sec']);
     expect(none.stderr).toBe('pier: give at least one NAME=VALUE (or --build NAME)\n');
   });
 

@@ -371,7 +371,7 @@ describe('SSH tokens', () => {
     [{ machine: 'm'.repeat(65) }, 'machine'],
     [{ app: 'a'.repeat(64) }, 'app'],
     [{ app: '' }, 'app'],
-    [{ extra: true }, ''],
+    [{ extra: true }, 'extra'],
   ])('refuses %j with 400 bad-request naming %s', async (patch, field) => {
     const res = await tp.request('POST', '/v1/ssh/tokens', {
       token: tokenOrg.token,
