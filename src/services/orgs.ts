@@ -2,6 +2,7 @@
  * Organizations and their people, as the operator API manages them (CONTRACT 2):
  * creation (with the first admin and a full-access key), users, suspension, limits.
  */
+import { sql } from 'kysely';
 import { z } from 'zod';
 import { ApiError, notFound } from '../errors/api-error.js';
 import { hashPassword } from '../crypto/password.js';
@@ -113,6 +114,11 @@ export async function listOrgs(ex: Executor): Promise<Org[]> {
   return rows.map(toOrg);
 }
 
+function isUniqueViolation(err: unknown, constraint: string): boolean {
+  const e = err as { code?: unknown; constraint?: unknown } | null;
+  return e?.code === '23505' && e.constraint === constraint;
+}
+
 async function insertUser(
   tx: Tx,
   ctx: ServiceContext,
@@ -138,7 +144,17 @@ async function insertUser(
       created_at: now,
     })
     .returningAll()
-    .executeTakeFirstOrThrow();
+    .executeTakeFirstOrThrow()
+    .catch((err: unknown) => {
+      // A concurrent request took the email between the check above and this insert.
+      if (isUniqueViolation(err, 'users_email')) {
+        throw new ApiError(
+          'already-exists',
+          `A person with the email ${body.email} already exists.`,
+        );
+      }
+      throw err;
+    });
   const token = await mintKey(
     tx,
     now,
@@ -222,7 +238,8 @@ export async function setSuspended(
 ): Promise<Org> {
   const row = await ctx.db
     .updateTable('orgs')
-    .set({ suspended_at: suspended ? ctx.clock() : null })
+    // Suspending a suspended org keeps the time it was first suspended.
+    .set({ suspended_at: suspended ? sql<Date>`COALESCE(suspended_at, ${ctx.clock()})` : null })
     .where('id', '=', orgId)
     .returningAll()
     .executeTakeFirst();
@@ -235,12 +252,15 @@ export async function setLimits(
   orgId: string,
   body: z.output<typeof limitsBody>,
 ): Promise<Org> {
+  const changes = {
+    ...(body.apps !== undefined ? { limit_apps: body.apps } : {}),
+    ...(body.computers !== undefined ? { limit_computers: body.computers } : {}),
+  };
+  // An empty body changes nothing (an UPDATE without columns is not valid SQL).
+  if (Object.keys(changes).length === 0) return getOrg(ctx.db, orgId);
   const row = await ctx.db
     .updateTable('orgs')
-    .set({
-      ...(body.apps !== undefined ? { limit_apps: body.apps } : {}),
-      ...(body.computers !== undefined ? { limit_computers: body.computers } : {}),
-    })
+    .set(changes)
     .where('id', '=', orgId)
     .returningAll()
     .executeTakeFirst();

@@ -14,7 +14,11 @@ beforeAll(async () => {
   tp = await startTestPlatform();
   org = await tp.createOrg();
   tmp = await tempDir();
-  env = { PIER_CONFIG: path.join(tmp.dir, 'config.json'), PIER_API_URL: tp.url, PIER_API_KEY: org.token };
+  env = {
+    PIER_CONFIG: path.join(tmp.dir, 'config.json'),
+    PIER_API_URL: tp.url,
+    PIER_API_KEY: org.token,
+  };
 });
 afterAll(async () => {
   await tp?.close();
@@ -39,7 +43,9 @@ describe('pier apps', () => {
     expect(apps).toEqual([expect.objectContaining({ name: 'cli-web', orgId: org.id })]);
 
     expect(table.stdout.split('\n')[0]).toMatch(/^NAME\s+ID\s+ADDRESS\s+CREATED$/);
-    expect(table.stdout.split('\n')[1]).toMatch(new RegExp(`^cli-web\\s+${apps[0]!.id}\\s+http://cli-web\\.`));
+    expect(table.stdout.split('\n')[1]).toMatch(
+      new RegExp(`^cli-web\\s+${apps[0]!.id}\\s+http://cli-web\\.`),
+    );
 
     expect(show.code).toBe(0);
     expect(show.stdout).toMatch(/^Name: +cli-web$/m);
@@ -88,19 +94,38 @@ describe('pier secrets', () => {
   const piped = 'from-stdin-value';
 
   beforeAll(async () => {
-    expect((await tp.request('POST', '/v1/apps', { token: org.token, body: { name: 'cli-sec' } })).status).toBe(201);
+    expect(
+      (await tp.request('POST', '/v1/apps', { token: org.token, body: { name: 'cli-sec' } }))
+        .status,
+    ).toBe(201);
   });
 
   it('sets secrets (staged by default), one of them from stdin, without echoing values', async () => {
-    const res = await pier(['secrets', 'set', 'cli-sec', `DB_PASS=${value}`, 'API_TOKEN=-', '--build', 'DB_PASS'], {
-      input: `${piped}\n`,
-    });
+    const res = await pier(
+      ['secrets', 'set', 'cli-sec', `DB_PASS=${value}`, 'API_TOKEN=-', '--build', 'DB_PASS'],
+      {
+        input: `${piped}\n`,
+      },
+    );
     expect(res.stderr).toBe('');
     expect(res.code).toBe(0);
-    expect(res.stdout).toBe('Staged API_TOKEN, DB_PASS on cli-sec; machines get the values at the next deploy.\n');
+    expect(res.stdout).toBe(
+      'Staged API_TOKEN, DB_PASS on cli-sec; machines get the values at the next deploy.\n',
+    );
 
-    const unstaged = await pier(['secrets', 'set', 'cli-sec', 'LOG_LEVEL=debug', '--unstaged', '--json']);
-    expect(JSON.parse(unstaged.stdout)).toMatchObject({ appName: 'cli-sec', staged: false, changed: ['LOG_LEVEL'] });
+    const unstaged = await pier([
+      'secrets',
+      'set',
+      'cli-sec',
+      'LOG_LEVEL=debug',
+      '--unstaged',
+      '--json',
+    ]);
+    expect(JSON.parse(unstaged.stdout)).toMatchObject({
+      appName: 'cli-sec',
+      staged: false,
+      changed: ['LOG_LEVEL'],
+    });
   });
 
   it('lists names and metadata, never values', async () => {
@@ -111,7 +136,11 @@ describe('pier secrets', () => {
     expect(table.code).toBe(0);
     const lines = table.stdout.trimEnd().split('\n');
     expect(lines[0]).toMatch(/^NAME\s+BUILD\s+MANAGED\s+UPDATED$/);
-    expect(lines.slice(1).map((l) => l.split(/\s+/)[0])).toEqual(['API_TOKEN', 'DB_PASS', 'LOG_LEVEL']);
+    expect(lines.slice(1).map((l) => l.split(/\s+/)[0])).toEqual([
+      'API_TOKEN',
+      'DB_PASS',
+      'LOG_LEVEL',
+    ]);
     expect(lines.find((l) => l.startsWith('DB_PASS'))).toMatch(/^DB_PASS\s+yes\s+-\s+\d{4}-/);
 
     const list = JSON.parse(json.stdout) as { name: string; managed: boolean; build?: boolean }[];
@@ -127,7 +156,9 @@ describe('pier secrets', () => {
     const res = await pier(['secrets', 'unset', 'cli-sec', 'LOG_LEVEL']);
     expect(res.code).toBe(0);
     expect(res.stdout).toBe('Removed LOG_LEVEL from cli-sec.\n');
-    const list = JSON.parse((await pier(['secrets', 'list', 'cli-sec', '--json'])).stdout) as { name: string }[];
+    const list = JSON.parse((await pier(['secrets', 'list', 'cli-sec', '--json'])).stdout) as {
+      name: string;
+    }[];
     expect(list.map((s) => s.name)).toEqual(['API_TOKEN', 'DB_PASS']);
     const again = await pier(['secrets', 'unset', 'cli-sec', 'LOG_LEVEL']);
     expect(again.code).toBe(1);
@@ -149,7 +180,9 @@ describe('pier secrets', () => {
   it('shows the server refusing a reserved name, with the issue line', async () => {
     const res = await pier(['secrets', 'set', 'cli-sec', `PIER_X=${value}`]);
     expect(res.code).toBe(1);
-    expect(res.stderr).toMatch(/\(bad-request\)\n {2}- secrets\.PIER_X: the prefix PIER_ is reserved/);
+    expect(res.stderr).toMatch(
+      /\(bad-request\)\n {2}- secrets\.PIER_X: the prefix PIER_ is reserved/,
+    );
     expect(res.stdout + res.stderr).not.toContain(value);
   });
 });

@@ -15,7 +15,17 @@ const pier = (args: string[], opts: CliOptions = {}) => runCli(args, { ...opts, 
 /** A fresh ed25519 key pair; answers the paths of both halves. */
 async function keyPair(name: string): Promise<{ priv: string; pub: string }> {
   const priv = path.join(tmp.dir, name);
-  await promisify(execFile)('ssh-keygen', ['-t', 'ed25519', '-N', '', '-C', `${name}@test`, '-f', priv, '-q']);
+  await promisify(execFile)('ssh-keygen', [
+    '-t',
+    'ed25519',
+    '-N',
+    '',
+    '-C',
+    `${name}@test`,
+    '-f',
+    priv,
+    '-q',
+  ]);
   return { priv, pub: `${priv}.pub` };
 }
 
@@ -23,7 +33,11 @@ beforeAll(async () => {
   tp = await startTestPlatform();
   org = await tp.createOrg();
   tmp = await tempDir();
-  env = { PIER_CONFIG: path.join(tmp.dir, 'config.json'), PIER_API_URL: tp.url, PIER_API_KEY: org.token };
+  env = {
+    PIER_CONFIG: path.join(tmp.dir, 'config.json'),
+    PIER_API_URL: tp.url,
+    PIER_API_KEY: org.token,
+  };
 });
 afterAll(async () => {
   await tp?.close();
@@ -39,11 +53,19 @@ describe('pier ssh-keys', () => {
     expect(added.stdout).toMatch(/^Added SSH key my laptop \(ssh-ed25519 SHA256:\S+\) as \S+\.\n$/);
 
     const ci = await keyPair('ci');
-    const piped = await pier(['ssh-keys', 'add', '-', '--json'], { input: await readFile(ci.pub, 'utf8') });
+    const piped = await pier(['ssh-keys', 'add', '-', '--json'], {
+      input: await readFile(ci.pub, 'utf8'),
+    });
     expect(piped.code).toBe(0);
-    const ciKey = JSON.parse(piped.stdout) as { id: string; type: string; publicKey: string };
+    const ciKey = JSON.parse(piped.stdout) as {
+      id: string;
+      name: string;
+      type: string;
+      publicKey: string;
+    };
     expect(ciKey.type).toBe('ssh-ed25519');
-    expect(ciKey.publicKey).toBe((await readFile(ci.pub, 'utf8')).trim().split(' ').slice(0, 2).join(' '));
+    expect(ciKey.name).toBe('ci@test'); // no --name: the server takes the key's comment
+    expect(ciKey.publicKey).toBe((await readFile(ci.pub, 'utf8')).trim());
 
     const [json, table] = await Promise.all([
       pier(['ssh-keys', 'list', '--json']),
@@ -55,13 +77,17 @@ describe('pier ssh-keys', () => {
     expect(lines[0]).toMatch(/^ID\s+NAME\s+TYPE\s+BITS\s+FINGERPRINT\s+CREATED$/);
     const mine = list.find((k) => k.name === 'my laptop')!;
     expect(lines.find((l) => l.startsWith(mine.id))).toMatch(
-      new RegExp(`my laptop\\s+ssh-ed25519\\s+256\\s+${mine.fingerprint.replace(/[+/]/g, '\\$&')}\\s`),
+      new RegExp(
+        `my laptop\\s+ssh-ed25519\\s+256\\s+${mine.fingerprint.replace(/[+/]/g, '\\$&')}\\s`,
+      ),
     );
 
     const removed = await pier(['ssh-keys', 'remove', mine.id]);
     expect(removed.code).toBe(0);
     expect(removed.stdout).toBe(`Removed SSH key ${mine.id}.\n`);
-    const after = JSON.parse((await pier(['ssh-keys', 'list', '--json'])).stdout) as { id: string }[];
+    const after = JSON.parse((await pier(['ssh-keys', 'list', '--json'])).stdout) as {
+      id: string;
+    }[];
     expect(after.map((k) => k.id)).toEqual([ciKey.id]);
   });
 

@@ -141,6 +141,37 @@ describe('SSH public keys', () => {
     expect(third.body.code).toBe('duplicate');
   });
 
+  it('lets exactly one of two simultaneous adds of the same key through', async () => {
+    const line = ed25519Line();
+    const answers = await Promise.all(
+      [0, 1, 2].map(() =>
+        tp.request('POST', '/v1/ssh-keys', { token: org.token, body: { publicKey: line } }),
+      ),
+    );
+    expect(answers.map((a) => a.status).sort()).toEqual([201, 409, 409]);
+    for (const a of answers.filter((x) => x.status === 409)) {
+      expect(a.body.code).toBe('duplicate');
+    }
+  });
+
+  // Spec 1.1: another organization's objects answer as missing ones, so a key present
+  // elsewhere is no duplicate here (and a 409 would leak that it exists).
+  it('lets two organizations hold the same key', async () => {
+    const line = ed25519Line();
+    const other = await tp.createOrg();
+    const mine = await tp.request('POST', '/v1/ssh-keys', {
+      token: org.token,
+      body: { publicKey: line },
+    });
+    const theirs = await tp.request('POST', '/v1/ssh-keys', {
+      token: other.token,
+      body: { publicKey: line },
+    });
+    expect(mine.status).toBe(201);
+    expect(theirs.status).toBe(201);
+    expect(theirs.body.id).not.toBe(mine.body.id);
+  });
+
   it('lists the keys of the organization only', async () => {
     const mine = await tp.request('POST', '/v1/ssh-keys', {
       token: org.token,

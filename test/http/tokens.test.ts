@@ -143,12 +143,13 @@ describe('API keys', () => {
   });
 
   it('answers 401 without a key or with a malformed one', async () => {
-    for (const headers of [
+    const cases: Record<string, string>[] = [
       {},
       { authorization: 'Bearer' },
       { authorization: 'Basic abc' },
       { authorization: 'Bearer pier_nope' },
-    ]) {
+    ];
+    for (const headers of cases) {
       const res = await tp.request('GET', '/v1/tokens', { headers });
       expect(res.status).toBe(401);
       expect(res.body).toMatchObject({ code: 'unauthenticated' });
