@@ -128,7 +128,9 @@ export class JobWorker {
     clearInterval(this.heartbeat);
     this.abort.abort();
     const all = Promise.allSettled([...this.running.values()]);
-    await Promise.race([all, new Promise((r) => setTimeout(r, graceMs))]);
+    let grace: NodeJS.Timeout | undefined;
+    await Promise.race([all, new Promise((r) => (grace = setTimeout(r, graceMs)))]);
+    clearTimeout(grace);
     // Unfinished jobs go straight back to the queue (this try does not count), so a
     // restart resumes them at once instead of waiting for the lease to lapse.
     await sql`UPDATE jobs SET state = 'queued', attempts = greatest(attempts - 1, 0),

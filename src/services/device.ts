@@ -39,24 +39,32 @@ export async function createDeviceCode(
 ) {
   const now = ctx.clock();
   const device = mintSecret('pierd');
-  const code = userCode();
-  await ctx.db
-    .insertInto('device_logins')
-    .values({
-      id: newId('dev'),
-      device_code_hash: device.hash,
-      user_code: code,
-      client: body.client ?? null,
-      version: body.version ?? null,
-      requested_from: requestedFrom,
-      requested_at: now,
-      expires_at: new Date(now.getTime() + DEVICE_CODE_TTL_S * 1000),
-      interval_s: DEVICE_POLL_INTERVAL_S,
-      last_polled_at: null,
-      org_id: null,
-      user_id: null,
-    })
-    .execute();
+  // User codes are short enough to collide, very rarely, with a live one: draw again.
+  let code = '';
+  for (let attempt = 0; attempt < 5 && !code; attempt++) {
+    const candidate = userCode();
+    const inserted = await ctx.db
+      .insertInto('device_logins')
+      .values({
+        id: newId('dev'),
+        device_code_hash: device.hash,
+        user_code: candidate,
+        client: body.client ?? null,
+        version: body.version ?? null,
+        requested_from: requestedFrom,
+        requested_at: now,
+        expires_at: new Date(now.getTime() + DEVICE_CODE_TTL_S * 1000),
+        interval_s: DEVICE_POLL_INTERVAL_S,
+        last_polled_at: null,
+        org_id: null,
+        user_id: null,
+      })
+      .onConflict((oc) => oc.column('user_code').doNothing())
+      .returning('id')
+      .executeTakeFirst();
+    if (inserted) code = candidate;
+  }
+  if (!code) throw new ApiError('unavailable', 'No free user code could be drawn; retry.');
   const verificationUri = `${ctx.config.publicUrl}/console/device`;
   return {
     deviceCode: device.value,

@@ -196,7 +196,6 @@ export async function listKeys(ctx: ServiceContext, orgId: string): Promise<KeyR
     ])
     .where('org_id', '=', orgId)
     .where('revoked_at', 'is', null)
-    .where('console', '=', false)
     .orderBy('created_at')
     .orderBy('id')
     .execute();

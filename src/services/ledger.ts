@@ -109,7 +109,7 @@ export async function listLedger(
     .selectAll()
     .where('org_id', '=', orgId)
     .orderBy('at', 'desc')
-    .orderBy('id', 'desc')
+    .orderBy('seq', 'desc')
     .limit(limit)
     .execute();
   return rows.map(toLedgerEntry);

@@ -155,6 +155,7 @@ export interface LedgerEntriesTable {
   window_to: NullableTimestamp;
   detail: string | null;
   at: CreatedAt;
+  seq: Generated<number>;
 }
 
 export interface JobsTable {

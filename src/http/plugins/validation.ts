@@ -29,7 +29,8 @@ export function toIssues(issues: z.core.$ZodIssue[]): ValidationIssue[] {
 
 export function installValidation(app: FastifyInstance): void {
   app.setValidatorCompiler<z.ZodType>(({ schema }) => (data: unknown) => {
-    const result = schema.safeParse(data);
+    // reportInput lets a missing field be told from a wrong one; inputs are never echoed.
+    const result = schema.safeParse(data, { reportInput: true });
     if (result.success) return { value: result.data };
     return { error: new RequestValidationError(toIssues(result.error.issues)) };
   });
