@@ -75,6 +75,8 @@ describe('apps', () => {
     expect(
       (await tp.request('POST', '/v1/apps', { token: a.token, body: {} })).body.issues,
     ).toEqual([{ path: 'name', message: 'is required' }]);
+    const wrongType = await createApp(a.token, 42);
+    expect(wrongType.body.issues[0].message).toContain('expected string');
   });
 
   it('answers org-limit-apps with limit and current', async () => {
