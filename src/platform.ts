@@ -89,11 +89,18 @@ export async function startPlatform(config: Config, opts: PlatformOptions = {}):
     const box = new SecretBox(await loadMasterKey(config.dataDir, config.masterKey));
     const operatorToken = await loadOperatorToken(config.dataDir, config.operatorToken);
     const catalogue = new JobCatalogue([...housekeepingJobs(store.db), ...(opts.jobs ?? [])]);
-    const ctx: ServiceContext = { db: store.db, clock, box, jobs: catalogue, config, log: logger };
-
     const authenticator = new Authenticator(store.db, clock, logger);
     await authenticator.start(store.pool);
     undo.push(() => authenticator.stop());
+    const ctx: ServiceContext = {
+      db: store.db,
+      clock,
+      box,
+      jobs: catalogue,
+      config,
+      log: logger,
+      auth: authenticator,
+    };
 
     const app = await buildApp({
       config,

@@ -38,10 +38,44 @@ interface Cached<T> {
   at: number;
 }
 
-export class Authenticator {
+/** How long a cached org listing of keys may be served (lastUsedAt moves within it). */
+const LISTING_TTL_MS = 5_000;
+
+/** A request in flight with a key: its abort controller is made only if someone asks. */
+class InFlight {
+  private ctl: AbortController | undefined;
+  revoked = false;
+
+  get signal(): AbortSignal {
+    if (!this.ctl) {
+      this.ctl = new AbortController();
+      if (this.revoked) this.ctl.abort(new Error('key revoked'));
+    }
+    return this.ctl.signal;
+  }
+
+  revoke(): void {
+    this.revoked = true;
+    this.ctl?.abort(new Error('key revoked'));
+  }
+}
+
+/** What services tell the auth layer after a change they committed. */
+export interface AuthEvents {
+  /** A key of `orgId` was minted (or changed): listings must be read again. */
+  keysChanged(orgId: string): Promise<void>;
+  keyRevoked(keyId: string, orgId: string): Promise<void>;
+  /** Suspension or management of the org changed. */
+  orgChanged(orgId: string): Promise<void>;
+  /** The org's key listing, from cache while fresh, else from `load`. */
+  keyListing<T>(orgId: string, load: () => Promise<T>): Promise<T>;
+}
+
+export class Authenticator implements AuthEvents {
   private readonly keys = new Map<string, Cached<AuthenticatedKey>>();
   private readonly orgs = new Map<string, Cached<OrgAuthState>>();
-  private readonly inflight = new Map<string, Set<AbortController>>();
+  private readonly inflight = new Map<string, Set<InFlight>>();
+  private readonly listings = new Map<string, Cached<unknown>>();
   private readonly uses = new Map<string, Date>();
   private generation = 0;
   private listener: pg.PoolClient | undefined;
@@ -133,44 +167,61 @@ export class Authenticator {
   }
 
   /** Ties a request to its key, so that revoking the key aborts the request. */
-  track(keyId: string): { signal: AbortSignal; done(): void } {
-    const ctl = new AbortController();
+  track(keyId: string): { readonly signal: AbortSignal; done(): void } {
+    const entry = new InFlight();
     let set = this.inflight.get(keyId);
     if (!set) this.inflight.set(keyId, (set = new Set()));
-    set.add(ctl);
+    set.add(entry);
     return {
-      signal: ctl.signal,
+      get signal() {
+        return entry.signal;
+      },
       done: () => {
-        set.delete(ctl);
+        set.delete(entry);
         if (set.size === 0) this.inflight.delete(keyId);
       },
     };
   }
 
-  /** Call after a key's revocation has committed. */
-  async keyRevoked(keyId: string): Promise<void> {
-    this.applyInvalidation(`key:${keyId}`);
-    await this.broadcast(`key:${keyId}`);
+  async keyListing<T>(orgId: string, load: () => Promise<T>): Promise<T> {
+    const cached = this.listings.get(orgId);
+    if (cached && Date.now() - cached.at <= LISTING_TTL_MS) return cached.value as T;
+    const gen = this.generation;
+    const value = await load();
+    if (gen === this.generation) this.listings.set(orgId, { value, at: Date.now() });
+    return value;
   }
 
-  /** Call after an organization's suspension or management has changed. */
+  async keysChanged(orgId: string): Promise<void> {
+    await this.publish(`keys:${orgId}`);
+  }
+
+  async keyRevoked(keyId: string, orgId: string): Promise<void> {
+    await this.publish(`key:${keyId}:${orgId}`);
+  }
+
   async orgChanged(orgId: string): Promise<void> {
-    this.applyInvalidation(`org:${orgId}`);
-    await this.broadcast(`org:${orgId}`);
+    await this.publish(`org:${orgId}`);
   }
 
-  private async broadcast(payload: string): Promise<void> {
+  /** Invalidates here at once, then in every other replica through NOTIFY. */
+  private async publish(payload: string): Promise<void> {
+    this.applyInvalidation(payload);
     await sql`SELECT pg_notify(${CHANNEL}, ${payload})`.execute(this.db);
   }
 
   private applyInvalidation(payload: string): void {
     this.generation++;
-    const [kind, id] = payload.split(':', 2) as [string, string];
+    const [kind, id, orgId] = payload.split(':') as [string, string, string | undefined];
     if (kind === 'key') {
       for (const [k, v] of this.keys) if (v.value.id === id) this.keys.delete(k);
-      for (const ctl of this.inflight.get(id) ?? []) ctl.abort(new Error('key revoked'));
+      for (const entry of this.inflight.get(id) ?? []) entry.revoke();
+      if (orgId) this.listings.delete(orgId);
+    } else if (kind === 'keys') {
+      this.listings.delete(id);
     } else if (kind === 'org') {
       this.orgs.delete(id);
+      this.listings.delete(id);
       for (const [k, v] of this.keys) if (v.value.orgId === id) this.keys.delete(k);
     }
   }

@@ -30,5 +30,6 @@ export async function signIn(ctx: ServiceContext, body: z.output<typeof signInBo
     { name: 'console sign-in', ttlSeconds: CONSOLE_KEY_TTL_S },
     { console: true },
   );
+  await ctx.auth.keysChanged(user.org_id);
   return { token: key.token, expiresAt: key.expiresAt! };
 }

@@ -4,6 +4,7 @@ import type { Config } from '../config.js';
 import type { SecretBox } from '../crypto/secret-box.js';
 import type { JobCatalogue } from '../jobs/catalogue.js';
 import type { Db } from '../store/db.js';
+import type { AuthEvents } from './authenticator.js';
 
 export type Clock = () => Date;
 
@@ -14,4 +15,6 @@ export interface ServiceContext {
   jobs: JobCatalogue;
   config: Config;
   log: Logger;
+  /** Caches of keys and orgs that changes must invalidate. */
+  auth: AuthEvents;
 }

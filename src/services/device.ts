@@ -144,6 +144,7 @@ export async function pollDeviceToken(ctx: ServiceContext, deviceCode: string) {
     return { token: key.token, org: { id: org.id, name: org.name }, key };
   });
   if ('refusal' in outcome) throw outcome.refusal;
+  await ctx.auth.keysChanged(outcome.org.id);
   return outcome;
 }
 

@@ -84,6 +84,19 @@ export interface KeyRow {
   last_used_at: Date | null;
 }
 
+const KEY_COLUMNS = [
+  'id',
+  'org_id',
+  'user_id',
+  'name',
+  'prefix',
+  'scopes',
+  'expires_at',
+  'agent',
+  'created_at',
+  'last_used_at',
+] as const;
+
 export function toKeyRecord(row: KeyRow, now: Date): KeyRecord {
   const rec: KeyRecord = {
     id: row.id,
@@ -160,46 +173,38 @@ export async function mintKey(
       console: opts.console ?? false,
       created_at: now,
     })
-    .returning([
-      'id',
-      'org_id',
-      'user_id',
-      'name',
-      'prefix',
-      'scopes',
-      'expires_at',
-      'agent',
-      'created_at',
-      'last_used_at',
-    ])
+    .returning(KEY_COLUMNS)
     .executeTakeFirstOrThrow();
   const rec = toKeyRecord(row, now);
   delete rec.expired;
   return { ...rec, token: secret.value };
 }
 
+/** A listed key without `expired`, which depends on the moment of the answer. */
+type ListedKey = { record: KeyRecord; expiresAtMs: number | null };
+
 export async function listKeys(ctx: ServiceContext, orgId: string): Promise<KeyRecord[]> {
-  const now = ctx.clock();
-  const rows = await ctx.db
-    .selectFrom('api_keys')
-    .select([
-      'id',
-      'org_id',
-      'user_id',
-      'name',
-      'prefix',
-      'scopes',
-      'expires_at',
-      'agent',
-      'created_at',
-      'last_used_at',
-    ])
-    .where('org_id', '=', orgId)
-    .where('revoked_at', 'is', null)
-    .orderBy('created_at')
-    .orderBy('id')
-    .execute();
-  return rows.map((r) => toKeyRecord(r, now));
+  // Listings are served from a short-lived cache that every key change invalidates: the
+  // route is hot (CLIs and consoles poll it) and its rows change rarely.
+  const listed = await ctx.auth.keyListing<ListedKey[]>(orgId, async () => {
+    const rows = await ctx.db
+      .selectFrom('api_keys')
+      .select(KEY_COLUMNS)
+      .where('org_id', '=', orgId)
+      .where('revoked_at', 'is', null)
+      .orderBy('created_at')
+      .orderBy('id')
+      .execute();
+    return rows.map((r) => {
+      const record = toKeyRecord(r, new Date(0));
+      delete record.expired;
+      return { record, expiresAtMs: r.expires_at?.getTime() ?? null };
+    });
+  });
+  const now = ctx.clock().getTime();
+  return listed.map(({ record, expiresAtMs }) =>
+    expiresAtMs === null ? record : { ...record, expired: expiresAtMs <= now },
+  );
 }
 
 /** Marks a key revoked; its hash stays so that the key can never come back. */
@@ -212,6 +217,7 @@ export async function revokeKey(ctx: ServiceContext, orgId: string, id: string):
     .where('revoked_at', 'is', null)
     .executeTakeFirst();
   if (res.numUpdatedRows === 0n) throw notFound('Key');
+  await ctx.auth.keyRevoked(id, orgId);
 }
 
 /** Records the last use of many keys at once (flushed in batches by the authenticator). */

@@ -224,11 +224,13 @@ export async function createUser(
   orgId: string,
   body: z.output<typeof createUserBody>,
 ) {
-  return ctx.db.transaction().execute(async (tx) => {
+  const created = await ctx.db.transaction().execute(async (tx) => {
     await getOrg(tx, orgId);
     const { user, token } = await insertUser(tx, ctx, orgId, body);
     return { user, token: token.token, key: token };
   });
+  await ctx.auth.keysChanged(orgId);
+  return created;
 }
 
 export async function setSuspended(
@@ -244,6 +246,7 @@ export async function setSuspended(
     .returningAll()
     .executeTakeFirst();
   if (!row) throw notFound('Organization');
+  await ctx.auth.orgChanged(orgId);
   return toOrg(row);
 }
 

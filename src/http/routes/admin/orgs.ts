@@ -23,7 +23,7 @@ import type { AppDeps } from '../../app.js';
 const idParams = z.object({ id: z.string().max(64) });
 const withToken = { token: z.string(), key: keyRecordSchema.extend({ token: z.string() }) };
 
-export function adminRoutes(root: FastifyInstance, { ctx, authenticator }: AppDeps): void {
+export function adminRoutes(root: FastifyInstance, { ctx }: AppDeps): void {
   const app = root.withTypeProvider<ZodTypeProvider>();
   const config = { auth: 'operator' as const };
 
@@ -95,9 +95,7 @@ export function adminRoutes(root: FastifyInstance, { ctx, authenticator }: AppDe
         response: { 200: orgSchema },
       },
       handler: async (req) => {
-        const org = await setSuspended(ctx, req.params.id, action === 'suspend');
-        await authenticator.orgChanged(org.id);
-        return org;
+        return setSuspended(ctx, req.params.id, action === 'suspend');
       },
     });
   }

@@ -13,7 +13,7 @@ import type { AppDeps } from '../../app.js';
 import { principalOf } from '../../plugins/auth.js';
 import { auth } from '../../route-auth.js';
 
-export function tokenRoutes(root: FastifyInstance, { ctx, authenticator }: AppDeps): void {
+export function tokenRoutes(root: FastifyInstance, { ctx }: AppDeps): void {
   const app = root.withTypeProvider<ZodTypeProvider>();
 
   app.post('/v1/tokens', {
@@ -33,6 +33,7 @@ export function tokenRoutes(root: FastifyInstance, { ctx, authenticator }: AppDe
         expiresAt: key.expiresAt,
       };
       const created = await mintKey(ctx.db, ctx.clock(), creator, req.body);
+      await ctx.auth.keysChanged(orgId);
       return reply.code(201).send(created);
     },
   });
@@ -56,7 +57,6 @@ export function tokenRoutes(root: FastifyInstance, { ctx, authenticator }: AppDe
     },
     handler: async (req, reply) => {
       await revokeKey(ctx, principalOf(req).orgId, req.params.id);
-      await authenticator.keyRevoked(req.params.id);
       return reply.code(204).send();
     },
   });
