@@ -3,7 +3,7 @@
  * codes) carry a recognizable prefix, are shown once, and only their SHA-256 is stored:
  * looking a key up by its hash means no stored value can be compared byte by byte.
  */
-import { createHash, randomBytes, randomInt, timingSafeEqual } from 'node:crypto';
+import { hash, randomBytes, randomInt, timingSafeEqual } from 'node:crypto';
 
 const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
 
@@ -25,8 +25,11 @@ export function newId(prefix: string): string {
   return `${prefix}-${randomBase62(16).toLowerCase()}`;
 }
 
-export function sha256(value: string): Buffer {
-  return createHash('sha256').update(value).digest();
+export function sha256(value: string): Buffer;
+export function sha256(value: string, encoding: 'base64'): string;
+export function sha256(value: string, encoding?: 'base64'): Buffer | string {
+  // The one-shot hash skips the Hash object: it runs on every authenticated request.
+  return encoding ? hash('sha256', value, encoding) : hash('sha256', value, 'buffer');
 }
 
 export function constantTimeEqual(a: string, b: string): boolean {

@@ -76,6 +76,8 @@ export class Authenticator implements AuthEvents {
   private readonly orgs = new Map<string, Cached<OrgAuthState>>();
   private readonly inflight = new Map<string, Set<InFlight>>();
   private readonly listings = new Map<string, Cached<unknown>>();
+  /** Keys revoked lately, so a request that asks for its signal late still sees it. */
+  private readonly recentlyRevoked = new Map<string, number>();
   private readonly uses = new Map<string, Date>();
   private generation = 0;
   private listener: pg.PoolClient | undefined;
@@ -107,10 +109,30 @@ export class Authenticator implements AuthEvents {
     }
   }
 
+  /**
+   * The live key named by `token` and its organization, when both are in the cache: the
+   * path nearly every request takes, with no promise and no query. Undefined means "ask
+   * `authenticate`", which also answers for unknown, revoked and expired keys.
+   */
+  cached(token: string): { key: AuthenticatedKey; org: OrgAuthState } | undefined {
+    const key = this.fresh(this.keys.get(sha256(token, 'base64')));
+    if (!key) return undefined;
+    const org = this.fresh(this.orgs.get(key.orgId));
+    if (!org) return undefined;
+    const now = this.clock();
+    if (key.expiresAt && key.expiresAt.getTime() <= now.getTime()) return undefined;
+    this.uses.set(key.id, now);
+    return { key, org };
+  }
+
+  /** Organization state from the cache only (undefined when not cached or stale). */
+  cachedOrg(orgId: string): OrgAuthState | undefined {
+    return this.fresh(this.orgs.get(orgId));
+  }
+
   /** The live key named by `token`, or undefined when it is unknown, revoked or expired. */
   async authenticate(token: string): Promise<AuthenticatedKey | undefined> {
-    const hash = sha256(token);
-    const cacheKey = hash.toString('base64');
+    const cacheKey = sha256(token, 'base64');
     const now = this.clock();
     let key = this.fresh(this.keys.get(cacheKey));
     if (!key) {
@@ -128,7 +150,7 @@ export class Authenticator implements AuthEvents {
           'k.agent',
           'k.console',
         ])
-        .where('k.hash', '=', hash)
+        .where('k.hash', '=', Buffer.from(cacheKey, 'base64'))
         .where('k.revoked_at', 'is', null)
         .executeTakeFirst();
       if (!row) return undefined;
@@ -169,6 +191,7 @@ export class Authenticator implements AuthEvents {
   /** Ties a request to its key, so that revoking the key aborts the request. */
   track(keyId: string): { readonly signal: AbortSignal; done(): void } {
     const entry = new InFlight();
+    if (this.recentlyRevoked.has(keyId)) entry.revoke();
     let set = this.inflight.get(keyId);
     if (!set) this.inflight.set(keyId, (set = new Set()));
     set.add(entry);
@@ -214,6 +237,10 @@ export class Authenticator implements AuthEvents {
     this.generation++;
     const [kind, id, orgId] = payload.split(':') as [string, string, string | undefined];
     if (kind === 'key') {
+      const now = Date.now();
+      this.recentlyRevoked.set(id, now);
+      for (const [k, t] of this.recentlyRevoked)
+        if (now - t > 10 * this.ttlMs) this.recentlyRevoked.delete(k);
       for (const [k, v] of this.keys) if (v.value.id === id) this.keys.delete(k);
       for (const entry of this.inflight.get(id) ?? []) entry.revoke();
       if (orgId) this.listings.delete(orgId);

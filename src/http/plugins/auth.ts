@@ -1,15 +1,25 @@
 /**
- * The one place where every route's auth row is enforced (DESIGN 3.1). Keys, scopes,
- * suspension and delegation are checked as the request arrives; agent tokens are judged
- * and audited once the body is parsed (some routes name their app in the body), before
- * validation and before the handler runs.
+ * The one place where every route's auth row is enforced (DESIGN 3.1). When a route is
+ * registered, its row is turned into hooks of that route: keys, scopes, suspension and
+ * delegation are checked as the request arrives; agent tokens are judged and audited
+ * once the body is parsed (some routes name their app in the body), before validation
+ * and before the handler runs. A route without a row refuses to register.
  */
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type {
+  FastifyInstance,
+  FastifyRequest,
+  onRequestHookHandler,
+  preValidationHookHandler,
+} from 'fastify';
 import { ApiError } from '../../errors/api-error.js';
 import { constantTimeEqual } from '../../crypto/tokens.js';
 import { judgeAgent } from '../../services/agent-judge.js';
 import { recordAgentAction } from '../../services/agent-actions.js';
-import type { AuthenticatedKey, Authenticator } from '../../services/authenticator.js';
+import type {
+  AuthenticatedKey,
+  Authenticator,
+  OrgAuthState,
+} from '../../services/authenticator.js';
 import { neededScopeSentence, scopesCover } from '../../services/scopes.js';
 import type { Clock } from '../../services/context.js';
 import type { Db } from '../../store/db.js';
@@ -20,7 +30,7 @@ export interface Principal {
   /** The organization the request acts as (the managed one under delegation). */
   orgId: string;
   /** Aborted when the key is revoked while the request runs. */
-  signal: AbortSignal;
+  readonly signal: AbortSignal;
 }
 
 declare module 'fastify' {
@@ -38,11 +48,25 @@ export interface AuthDeps {
   operatorToken: string;
 }
 
+/** What the key's lookups found: the key, its organization, and a delegated one. */
+interface Resolved {
+  key: AuthenticatedKey | undefined;
+  own: OrgAuthState | undefined;
+  target: OrgAuthState | undefined;
+}
+
+const UNKNOWN_KEY = 'The API key is unknown, revoked or expired.';
+
 function bearer(req: FastifyRequest): string | undefined {
   const h = req.headers.authorization;
-  if (!h) return undefined;
-  const m = /^Bearer\s+(\S+)\s*$/i.exec(h);
-  return m?.[1];
+  if (!h || h.length < 8 || h.slice(0, 7).toLowerCase() !== 'bearer ') return undefined;
+  const token = h.slice(7).trim();
+  return token.length > 0 && !/\s/.test(token) ? token : undefined;
+}
+
+function orgHeader(req: FastifyRequest): string | undefined {
+  const h = req.headers['x-platform-org'];
+  return typeof h === 'string' && h.length > 0 ? h : undefined;
 }
 
 /** The principal of an authenticated route: a handler on such a route always has one. */
@@ -51,96 +75,169 @@ export function principalOf(req: FastifyRequest): Principal {
   return req.principal;
 }
 
+/** Looks up what the cache does not hold (first use of a key, or after a change). */
+async function resolveSlowly(
+  deps: AuthDeps,
+  token: string,
+  header: string | undefined,
+): Promise<Resolved> {
+  const key = await deps.authenticator.authenticate(token);
+  if (!key) return { key, own: undefined, target: undefined };
+  const own = await deps.authenticator.org(key.orgId);
+  const target =
+    header && header !== key.orgId && !key.agent ? await deps.authenticator.org(header) : undefined;
+  return { key, own, target };
+}
+
+/** Applies the route's row to what was found; sets the principal or throws the refusal. */
+function admit(req: FastifyRequest, rule: RouteAuth, found: Resolved, deps: AuthDeps): void {
+  const { key, own } = found;
+  if (!key || !own) throw new ApiError('unauthenticated', UNKNOWN_KEY);
+  if (own.suspended) throw new ApiError('org-suspended');
+
+  let orgId = key.orgId;
+  const header = orgHeader(req);
+  if (header && key.agent) {
+    req.agentUsedOrgHeader = true;
+  } else if (header && header !== key.orgId) {
+    const target = found.target;
+    if (!target || target.managedBy !== key.orgId) {
+      throw new ApiError(
+        'delegation-refused',
+        `This key's organization does not manage the organization '${header}'.`,
+      );
+    }
+    if (target.suspended) throw new ApiError('org-suspended');
+    orgId = target.id;
+  }
+
+  const appName = rule.app?.(req);
+  if (!scopesCover(key.scopes, rule.access, appName)) {
+    throw new ApiError('token-scope', neededScopeSentence(rule.access, appName));
+  }
+  if (rule.consoleAdmin && !(key.console && key.role === 'admin' && key.scopes === null)) {
+    throw new ApiError('billing-console-only');
+  }
+  // Only handlers that wait (long polls, sessions) ask for the signal; the others, nearly
+  // all requests, never register in the in-flight table at all.
+  let tracked: ReturnType<Authenticator['track']> | undefined;
+  req.principal = {
+    key,
+    orgId,
+    get signal() {
+      if (!tracked) {
+        tracked = deps.authenticator.track(key.id);
+        req.raw.once('close', tracked.done);
+      }
+      return tracked.signal;
+    },
+  };
+}
+
+function keyHook(deps: AuthDeps, rule: RouteAuth): onRequestHookHandler {
+  // Callback style with a synchronous path: a cached key costs no promise and no query.
+  return (req, _reply, done) => {
+    const token = bearer(req);
+    if (!token) {
+      done(new ApiError('unauthenticated', 'Send an API key as `Authorization: Bearer <key>`.'));
+      return;
+    }
+    const header = orgHeader(req);
+    const fast = deps.authenticator.cached(token);
+    const target =
+      fast && header && header !== fast.key.orgId && !fast.key.agent
+        ? deps.authenticator.cachedOrg(header)
+        : undefined;
+    if (fast && (target || !header || header === fast.key.orgId || fast.key.agent)) {
+      try {
+        admit(req, rule, { key: fast.key, own: fast.org, target }, deps);
+      } catch (err) {
+        done(err as Error);
+        return;
+      }
+      done();
+      return;
+    }
+    resolveSlowly(deps, token, header)
+      .then((found) => {
+        admit(req, rule, found, deps);
+        done();
+      })
+      .catch(done);
+  };
+}
+
+function operatorHook(deps: AuthDeps): onRequestHookHandler {
+  return (req, _reply, done) => {
+    const token = bearer(req);
+    if (!token || !constantTimeEqual(token, deps.operatorToken)) {
+      done(
+        new ApiError('unauthenticated', 'The operator API needs the operator token as a Bearer.'),
+      );
+      return;
+    }
+    done();
+  };
+}
+
+function agentHook(deps: AuthDeps, rule: RouteAuth, route: string): preValidationHookHandler {
+  return (req, _reply, done) => {
+    if (!req.principal?.key.agent) return done();
+    judgeAgentRequest(req, deps, rule, route).then(() => done(), done);
+  };
+}
+
+async function judgeAgentRequest(
+  req: FastifyRequest,
+  deps: AuthDeps,
+  rule: RouteAuth,
+  route: string,
+): Promise<void> {
+  const p = req.principal!;
+  const appName = rule.app?.(req);
+  const code = judgeAgent(p.key.agent!, {
+    rule: rule.agent,
+    app: appName,
+    usesOrgHeader: req.agentUsedOrgHeader,
+  });
+  try {
+    await recordAgentAction(deps.db, {
+      orgId: p.key.orgId,
+      tokenId: p.key.id,
+      method: req.method,
+      route,
+      path: req.url,
+      app: appName,
+      code,
+      requestId: req.id,
+      at: deps.clock(),
+    });
+  } catch (err) {
+    req.log.error({ err }, 'agent audit write failed');
+    if (!code) throw new ApiError('agent-audit-unavailable');
+  }
+  if (code) throw new ApiError(code);
+}
+
+function asList<T>(hooks: T | T[] | undefined): T[] {
+  if (hooks === undefined) return [];
+  return Array.isArray(hooks) ? hooks : [hooks];
+}
+
 export function installAuth(app: FastifyInstance, deps: AuthDeps): void {
   app.decorateRequest('principal', null);
   app.decorateRequest('agentUsedOrgHeader', false);
 
-  // A route without an auth row would be open by accident: refuse to start instead.
   app.addHook('onRoute', (route) => {
     const guard = route.config?.auth;
-    if (!guard && !route.url.startsWith('/docs')) {
-      throw new Error(`route ${route.method} ${route.url} declares no auth row`);
-    }
-  });
-
-  app.addHook('onRequest', async (req) => {
-    const guard = req.routeOptions.config?.auth;
-    if (!guard || guard === 'public') return;
-    const token = bearer(req);
+    // A route without an auth row would be open by accident: refuse to start instead.
+    if (!guard) throw new Error(`route ${route.method} ${route.url} declares no auth row`);
+    if (guard === 'public') return;
     if (guard === 'operator') {
-      if (!token || !constantTimeEqual(token, deps.operatorToken)) {
-        throw new ApiError(
-          'unauthenticated',
-          'The operator API needs the operator token as a Bearer.',
-        );
-      }
+      route.onRequest = [operatorHook(deps), ...asList(route.onRequest)];
       return;
     }
-    if (!token)
-      throw new ApiError('unauthenticated', 'Send an API key as `Authorization: Bearer <key>`.');
-    const key = await deps.authenticator.authenticate(token);
-    if (!key) throw new ApiError('unauthenticated', 'The API key is unknown, revoked or expired.');
-    const own = await deps.authenticator.org(key.orgId);
-    if (!own) throw new ApiError('unauthenticated', 'The API key is unknown, revoked or expired.');
-    if (own.suspended) throw new ApiError('org-suspended');
-
-    let orgId = key.orgId;
-    const header = req.headers['x-platform-org'];
-    if (typeof header === 'string' && header.length > 0) {
-      if (key.agent) {
-        req.agentUsedOrgHeader = true;
-      } else if (header !== key.orgId) {
-        const target = await deps.authenticator.org(header);
-        if (!target || target.managedBy !== key.orgId) {
-          throw new ApiError(
-            'delegation-refused',
-            `This key's organization does not manage the organization '${header}'.`,
-          );
-        }
-        if (target.suspended) throw new ApiError('org-suspended');
-        orgId = target.id;
-      }
-    }
-
-    const rule = guard as RouteAuth;
-    const appName = rule.app?.(req);
-    if (!scopesCover(key.scopes, rule.access, appName)) {
-      throw new ApiError('token-scope', neededScopeSentence(rule.access, appName));
-    }
-    if (rule.consoleAdmin && !(key.console && key.role === 'admin' && key.scopes === null)) {
-      throw new ApiError('billing-console-only');
-    }
-    const tracked = deps.authenticator.track(key.id);
-    req.principal = { key, orgId, signal: tracked.signal };
-    req.raw.once('close', tracked.done);
-  });
-
-  app.addHook('preValidation', async (req) => {
-    const p = req.principal;
-    if (!p?.key.agent) return;
-    const rule = req.routeOptions.config.auth as RouteAuth;
-    const appName = rule.app?.(req);
-    const code = judgeAgent(p.key.agent, {
-      rule: rule.agent,
-      app: appName,
-      usesOrgHeader: req.agentUsedOrgHeader,
-    });
-    try {
-      await recordAgentAction(deps.db, {
-        orgId: p.key.orgId,
-        tokenId: p.key.id,
-        method: req.method,
-        route: req.routeOptions.url ?? req.url,
-        path: req.url,
-        app: appName,
-        code,
-        requestId: req.id,
-        at: deps.clock(),
-      });
-    } catch (err) {
-      req.log.error({ err }, 'agent audit write failed');
-      if (!code) throw new ApiError('agent-audit-unavailable');
-    }
-    if (code) throw new ApiError(code);
+    route.onRequest = [keyHook(deps, guard), ...asList(route.onRequest)];
+    route.preValidation = [agentHook(deps, guard, route.url), ...asList(route.preValidation)];
   });
 }

@@ -4,7 +4,7 @@
  * the request and returned as a header.
  */
 import { randomBytes } from 'node:crypto';
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, onResponseHookHandler } from 'fastify';
 import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 
 // Ids are a random per-process prefix plus a counter: unique across replicas, and cheaper
@@ -33,13 +33,45 @@ export function installObservability(app: FastifyInstance, registry: Registry): 
     registers: [registry],
   });
 
-  app.addHook('onRequest', async (req, reply) => {
+  // Callback-style hooks: they run on every request, and a promise each would show.
+  app.addHook('onRequest', (req, reply, done) => {
     reply.header('x-request-id', req.id);
+    done();
   });
-  app.addHook('onResponse', async (req, reply) => {
-    const route = req.routeOptions.url ?? 'unknown';
-    requests.inc({ method: req.method, route, status: String(reply.statusCode) });
-    duration.observe({ method: req.method, route }, reply.elapsedTime / 1000);
+  // Each route gets its own onResponse hook with its labels fixed at registration: no
+  // label hashing and no route lookup per request.
+  app.addHook('onRoute', (route) => {
+    const url = route.url;
+    const byStatus = new Map<string, { count: Counter; time: ReturnType<Histogram['labels']> }>();
+    const record: onResponseHookHandler = (req, reply, done) => {
+      const key = `${req.method}${reply.statusCode}`;
+      let child = byStatus.get(key);
+      if (!child) {
+        const labels = { method: req.method, route: url };
+        child = {
+          count: requests.labels({
+            ...labels,
+            status: String(reply.statusCode),
+          }) as unknown as Counter,
+          time: duration.labels(labels),
+        };
+        byStatus.set(key, child);
+      }
+      child.count.inc();
+      child.time.observe(reply.elapsedTime / 1000);
+      done();
+    };
+    const existing = route.onResponse;
+    route.onResponse =
+      existing === undefined
+        ? [record]
+        : [record, ...(Array.isArray(existing) ? existing : [existing])];
+  });
+  // Answers without a route (404, 405) are counted under the route label "unknown".
+  app.addHook('onResponse', (req, reply, done) => {
+    if (req.is404)
+      requests.inc({ method: req.method, route: 'unknown', status: String(reply.statusCode) });
+    done();
   });
 
   app.get('/healthz', { config: { auth: 'public' }, logLevel: 'warn' }, async () => ({ ok: true }));
