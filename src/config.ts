@@ -37,6 +37,10 @@ export const configSchema = z.object({
   logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   /** How long a worker's claim on a job lasts without a heartbeat before another may take it. */
   jobLeaseMs: z.number().int().min(500).default(30_000),
+  /** Where object bytes live: absent = DATA_DIR/objects; `s3://bucket/prefix?endpoint=…` = an S3 service. */
+  objectStoreUrl: z.string().optional(),
+  objectStoreAccessKeyId: z.string().optional(),
+  objectStoreSecretAccessKey: z.string().optional(),
   /** Largest JSON body accepted by ordinary routes. */
   bodyLimitBytes: z
     .number()
@@ -97,6 +101,9 @@ export function configFromEnv(env: NodeJS.ProcessEnv): ConfigInput {
     serviceUser: pick('PIER_SERVICE_USER'),
     logLevel: pick('PIER_LOG_LEVEL') as ConfigInput['logLevel'],
     jobLeaseMs: num('PIER_JOB_LEASE_MS'),
+    objectStoreUrl: pick('PIER_OBJECT_STORE_URL'),
+    objectStoreAccessKeyId: pick('PIER_OBJECT_STORE_ACCESS_KEY_ID'),
+    objectStoreSecretAccessKey: pick('PIER_OBJECT_STORE_SECRET_ACCESS_KEY'),
   };
 }
 

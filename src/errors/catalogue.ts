@@ -189,6 +189,10 @@ export const errorCatalogue = {
   },
   'access-denied': { status: 403, message: 'The person declined the login.' },
   'expired-token': { status: 410, message: 'The device code expired; start again.' },
+  'bucket-not-empty': { status: 409, message: 'The bucket holds objects.' },
+  'bucket-attached': { status: 409, message: 'The bucket is attached to an app.' },
+  'already-attached': { status: 409, message: 'The resource is already attached to this app.' },
+  'not-attached': { status: 404, message: 'The resource is not attached to this app.' },
   'secret-managed': {
     status: 409,
     message: 'The secret is managed by an attachment; detach the resource instead.',

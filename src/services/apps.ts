@@ -111,6 +111,14 @@ export async function getApp(ctx: ServiceContext, orgId: string, name: string): 
 export async function deleteApp(ctx: ServiceContext, orgId: string, name: string): Promise<void> {
   await ctx.db.transaction().execute(async (tx) => {
     const app = await findApp(tx, orgId, name);
+    // Detach everything: the keys of its bucket attachments stop working with it.
+    await tx
+      .updateTable('s3_keys')
+      .set({ revoked_at: ctx.clock() })
+      .where('id', 'in', (eb) =>
+        eb.selectFrom('bucket_attachments').select('key_id').where('app_id', '=', app.id),
+      )
+      .execute();
     await tx.deleteFrom('apps').where('id', '=', app.id).execute();
     await releaseName(tx, orgId, name);
   });

@@ -3,6 +3,7 @@ import type { Logger } from 'pino';
 import type { Config } from '../config.js';
 import type { SecretBox } from '../crypto/secret-box.js';
 import type { JobCatalogue } from '../jobs/catalogue.js';
+import type { BlobStore } from '../objects/blobs/blob-store.js';
 import type { Db } from '../store/db.js';
 import type { AuthEvents } from './authenticator.js';
 
@@ -17,4 +18,6 @@ export interface ServiceContext {
   log: Logger;
   /** Caches of keys and orgs that changes must invalidate. */
   auth: AuthEvents;
+  /** Where object bytes live (filesystem or S3). */
+  blobs: BlobStore;
 }

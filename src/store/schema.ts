@@ -175,7 +175,80 @@ export interface JobsTable {
   finished_at: NullableTimestamp;
 }
 
+export interface CorsRule {
+  id?: string;
+  allowedMethods: ('GET' | 'PUT' | 'POST' | 'DELETE' | 'HEAD')[];
+  allowedOrigins: string[];
+  allowedHeaders?: string[];
+  exposeHeaders?: string[];
+  maxAgeSeconds?: number;
+}
+
+export interface BucketsTable {
+  id: string;
+  org_id: string;
+  name: string;
+  backend_ref: string;
+  cors: ColumnType<CorsRule[], string | undefined, string>;
+  created_at: CreatedAt;
+}
+
+export interface ObjectsTable {
+  bucket_id: string;
+  key: string;
+  blob_id: string;
+  size: ColumnType<number, number, number>;
+  etag: string;
+  content_type: string | null;
+  metadata: ColumnType<Record<string, string>, string | undefined, string>;
+  last_modified: ColumnType<Date, Date | string | undefined, Date | string>;
+}
+
+export interface MultipartUploadsTable {
+  id: string;
+  bucket_id: string;
+  key: string;
+  content_type: string | null;
+  metadata: ColumnType<Record<string, string>, string | undefined, string>;
+  created_at: CreatedAt;
+}
+
+export interface MultipartPartsTable {
+  upload_id: string;
+  part_number: number;
+  blob_id: string;
+  size: ColumnType<number, number, number>;
+  etag: string;
+  last_modified: ColumnType<Date, Date | string | undefined, Date | string>;
+}
+
+export interface S3KeysTable {
+  id: string;
+  org_id: string;
+  bucket_id: string;
+  purpose: 'presign' | 'attachment' | 'person';
+  secret_nonce: Buffer;
+  secret_ciphertext: Buffer;
+  created_at: CreatedAt;
+  revoked_at: NullableTimestamp;
+}
+
+export interface BucketAttachmentsTable {
+  app_id: string;
+  bucket_id: string;
+  prefix: string;
+  key_id: string;
+  injected: string[];
+  created_at: CreatedAt;
+}
+
 export interface Database {
+  buckets: BucketsTable;
+  objects: ObjectsTable;
+  multipart_uploads: MultipartUploadsTable;
+  multipart_parts: MultipartPartsTable;
+  s3_keys: S3KeysTable;
+  bucket_attachments: BucketAttachmentsTable;
   orgs: OrgsTable;
   users: UsersTable;
   api_keys: ApiKeysTable;

@@ -1,0 +1,65 @@
+/** Attach and detach (CONTRACT 3): buckets now; databases and volumes with their issues. */
+import type { FastifyInstance } from 'fastify';
+import type { ZodTypeProvider } from 'fastify-type-provider-zod';
+import { z } from 'zod';
+import { ApiError } from '../../../errors/api-error.js';
+import {
+  attachBucket,
+  attachPrefixSchema,
+  attachmentSchema,
+  detachBucket,
+  listBucketAttachments,
+} from '../../../services/buckets/attachments.js';
+import type { AppDeps } from '../../app.js';
+import { principalOf } from '../../plugins/auth.js';
+import { appFromParams, auth } from '../../route-auth.js';
+
+const nameParams = z.object({ name: z.string().max(63) });
+const target = z.union([
+  z.strictObject({ bucket: z.string().min(1).max(63), as: attachPrefixSchema.optional() }),
+  z.strictObject({ database: z.string().min(1).max(63) }),
+  z.strictObject({ volume: z.string().min(1).max(63) }),
+]);
+
+function notYet(kind: string): never {
+  throw new ApiError('not-implemented', `Attaching a ${kind} is not available on this installation yet.`);
+}
+
+export function attachRoutes(root: FastifyInstance, { ctx }: AppDeps): void {
+  const app = root.withTypeProvider<ZodTypeProvider>();
+
+  app.post('/v1/apps/:name/attach', {
+    config: { auth: auth.F('AW', appFromParams) },
+    schema: { tags: ['apps'], summary: 'Attach a bucket (with `as`), a database or a volume', params: nameParams, body: target, response: { 200: attachmentSchema } },
+    handler: async (req) => {
+      const orgId = principalOf(req).orgId;
+      if ('bucket' in req.body) return attachBucket(ctx, orgId, req.params.name, req.body.bucket, req.body.as);
+      return notYet('database' in req.body ? 'database' : 'volume');
+    },
+  });
+
+  app.post('/v1/apps/:name/detach', {
+    config: { auth: auth.F('AW', appFromParams) },
+    schema: {
+      tags: ['apps'],
+      summary: 'Detach a bucket, a database or a volume; its managed secrets are removed',
+      params: nameParams,
+      body: z.union([
+        z.strictObject({ bucket: z.string().min(1).max(63) }),
+        z.strictObject({ database: z.string().min(1).max(63) }),
+        z.strictObject({ volume: z.string().min(1).max(63) }),
+      ]),
+      response: { 200: attachmentSchema },
+    },
+    handler: async (req) => {
+      if ('bucket' in req.body) return detachBucket(ctx, principalOf(req).orgId, req.params.name, req.body.bucket);
+      return notYet('database' in req.body ? 'database' : 'volume');
+    },
+  });
+
+  app.get('/v1/bucket-attachments', {
+    config: { auth: auth.R('AA') },
+    schema: { tags: ['buckets'], summary: 'Every bucket attachment of the organization', response: { 200: z.array(attachmentSchema) } },
+    handler: async (req) => listBucketAttachments(ctx.db, principalOf(req).orgId),
+  });
+}

@@ -1,0 +1,139 @@
+/**
+ * Bucket attachments (spec 2.7, CONTRACT 3): an app gets its own key to one bucket and
+ * the managed secrets that tell it where and how to reach it. Detaching revokes the key
+ * and removes the secrets; neither can be touched through the secrets routes.
+ */
+import { z } from 'zod';
+import { ApiError } from '../../errors/api-error.js';
+import type { Executor, Tx } from '../../store/db.js';
+import { findApp } from '../apps.js';
+import type { ServiceContext } from '../context.js';
+import { bindingOf } from '../secrets.js';
+import { findBucket, type BucketRow } from './buckets.js';
+import { mintS3Key, revokeS3Key } from './s3-keys.js';
+
+/** `as`: an uppercase prefix of the injected names (`MEDIA` → `MEDIA_S3_BUCKET`). */
+export const attachPrefixSchema = z
+  .string()
+  .min(1)
+  .max(32)
+  .regex(/^[A-Z][A-Z0-9_]*$/, 'uppercase letters, digits and _, starting with a letter')
+  .refine((s) => !s.startsWith('PIER'), 'the prefix PIER is reserved by the platform');
+
+export const attachmentSchema = z.object({
+  appName: z.string(),
+  bucketName: z.string(),
+  injected: z.array(z.string()),
+});
+export type Attachment = z.infer<typeof attachmentSchema>;
+
+export function injectedNames(prefix: string): Record<string, string> {
+  const p = prefix ? `${prefix}_` : '';
+  return {
+    endpoint: `${p}S3_ENDPOINT`,
+    bucket: `${p}S3_BUCKET`,
+    region: `${p}S3_REGION`,
+    accessKeyId: `${p}S3_ACCESS_KEY_ID`,
+    secretAccessKey: `${p}S3_SECRET_ACCESS_KEY`,
+    forcePathStyle: `${p}S3_FORCE_PATH_STYLE`,
+  };
+}
+
+export async function attachBucket(
+  ctx: ServiceContext,
+  orgId: string,
+  appName: string,
+  bucketName: string,
+  prefix: string | undefined,
+): Promise<Attachment> {
+  return ctx.db.transaction().execute(async (tx) => {
+    const app = await findApp(tx, orgId, appName);
+    const bucket = await findBucket(tx, orgId, bucketName);
+    const existing = await tx
+      .selectFrom('bucket_attachments')
+      .select('app_id')
+      .where('app_id', '=', app.id)
+      .where('bucket_id', '=', bucket.id)
+      .executeTakeFirst();
+    if (existing) throw new ApiError('already-attached', `The bucket '${bucketName}' is already attached to '${appName}'.`);
+    const names = injectedNames(prefix ?? '');
+    const taken = await tx
+      .selectFrom('secrets')
+      .select('name')
+      .where('app_id', '=', app.id)
+      .where('name', 'in', Object.values(names))
+      .execute();
+    if (taken.length > 0) {
+      throw new ApiError(
+        'conflict',
+        `The app already has ${taken.map((t) => t.name).join(', ')}; choose another prefix with \`as\`.`,
+      );
+    }
+    const key = await mintS3Key(tx, ctx, { orgId, bucketId: bucket.id, purpose: 'attachment' });
+    const values: Record<string, string> = {
+      [names.endpoint!]: `${ctx.config.publicUrl}/s3`,
+      [names.bucket!]: bucket.name,
+      [names.region!]: ctx.config.region,
+      [names.accessKeyId!]: key.accessKeyId,
+      [names.secretAccessKey!]: key.secretAccessKey,
+      [names.forcePathStyle!]: 'true',
+    };
+    const now = ctx.clock();
+    for (const [name, value] of Object.entries(values)) {
+      const sealed = ctx.box.seal(value, bindingOf(app.id, name));
+      await tx
+        .insertInto('secrets')
+        .values({ app_id: app.id, name, nonce: sealed.nonce, ciphertext: sealed.ciphertext, managed_reason: 'attachment', build: null, updated_at: now })
+        .execute();
+    }
+    const injected = Object.keys(values).sort();
+    await tx
+      .insertInto('bucket_attachments')
+      .values({ app_id: app.id, bucket_id: bucket.id, prefix: prefix ?? '', key_id: key.accessKeyId, injected, created_at: now })
+      .execute();
+    return { appName, bucketName, injected };
+  });
+}
+
+/** Detaches inside the caller's transaction (also used when a bucket is force-deleted). */
+export async function detachBucketFromApp(
+  tx: Tx,
+  ctx: ServiceContext,
+  orgId: string,
+  appName: string,
+  bucket: BucketRow,
+): Promise<Attachment> {
+  const app = await findApp(tx, orgId, appName);
+  const row = await tx
+    .deleteFrom('bucket_attachments')
+    .where('app_id', '=', app.id)
+    .where('bucket_id', '=', bucket.id)
+    .returning(['key_id', 'injected'])
+    .executeTakeFirst();
+  if (!row) throw new ApiError('not-attached', `The bucket '${bucket.name}' is not attached to '${appName}'.`);
+  await revokeS3Key(tx, ctx, row.key_id);
+  if (row.injected.length) {
+    await tx.deleteFrom('secrets').where('app_id', '=', app.id).where('name', 'in', row.injected).execute();
+  }
+  return { appName, bucketName: bucket.name, injected: row.injected };
+}
+
+export async function detachBucket(ctx: ServiceContext, orgId: string, appName: string, bucketName: string) {
+  return ctx.db.transaction().execute(async (tx) => {
+    const bucket = await findBucket(tx, orgId, bucketName);
+    return detachBucketFromApp(tx, ctx, orgId, appName, bucket);
+  });
+}
+
+export async function listBucketAttachments(ex: Executor, orgId: string): Promise<Attachment[]> {
+  const rows = await ex
+    .selectFrom('bucket_attachments as a')
+    .innerJoin('apps', 'apps.id', 'a.app_id')
+    .innerJoin('buckets as b', 'b.id', 'a.bucket_id')
+    .select(['apps.name as appName', 'b.name as bucketName', 'a.injected'])
+    .where('b.org_id', '=', orgId)
+    .orderBy('apps.name')
+    .orderBy('b.name')
+    .execute();
+  return rows;
+}
