@@ -14,6 +14,8 @@ import { JobCatalogue, type JobDefinition } from './jobs/catalogue.js';
 import { housekeepingJobs, scheduleHousekeeping } from './jobs/housekeeping.js';
 import { JobWorker } from './jobs/worker.js';
 import { Authenticator } from './services/authenticator.js';
+import { bucketJobs } from './services/buckets/jobs.js';
+import { blobStoreFromConfig } from './objects/blobs/config.js';
 import type { Clock, ServiceContext } from './services/context.js';
 import { RateLimiter } from './services/rate-limit.js';
 import { loadOrCreateHostKey } from './ssh/host-key.js';
@@ -88,7 +90,18 @@ export async function startPlatform(config: Config, opts: PlatformOptions = {}):
     const clock = opts.clock ?? (() => new Date());
     const box = new SecretBox(await loadMasterKey(config.dataDir, config.masterKey));
     const operatorToken = await loadOperatorToken(config.dataDir, config.operatorToken);
-    const catalogue = new JobCatalogue([...housekeepingJobs(store.db), ...(opts.jobs ?? [])]);
+    const blobs = await blobStoreFromConfig({
+      dataDir: config.dataDir,
+      objectStoreUrl: config.objectStoreUrl,
+      accessKeyId: config.objectStoreAccessKeyId,
+      secretAccessKey: config.objectStoreSecretAccessKey,
+      region: config.region,
+    });
+    const catalogue = new JobCatalogue([
+      ...housekeepingJobs(store.db),
+      ...bucketJobs(blobs),
+      ...(opts.jobs ?? []),
+    ]);
     const authenticator = new Authenticator(store.db, clock, logger);
     await authenticator.start(store.pool);
     undo.push(() => authenticator.stop());
@@ -100,6 +113,7 @@ export async function startPlatform(config: Config, opts: PlatformOptions = {}):
       config,
       log: logger,
       auth: authenticator,
+      blobs,
     };
 
     const app = await buildApp({

@@ -17,6 +17,7 @@ import { installErrors } from './plugins/errors.js';
 import { installObservability, newRequestId } from './plugins/observability.js';
 import { installValidation } from './plugins/validation.js';
 import { registerRoutes } from './routes/index.js';
+import { s3Gateway } from '../objects/gateway/plugin.js';
 
 export interface AppDeps {
   config: Config;
@@ -65,6 +66,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   });
 
   await registerRoutes(app, deps);
+  await s3Gateway(app, deps.ctx);
   for (const family of deps.extraRoutes ?? []) family(app, deps);
   app.get('/v1/openapi.json', { config: { auth: 'public' }, schema: { hide: true } }, async () =>
     app.swagger(),

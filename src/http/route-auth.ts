@@ -21,8 +21,11 @@ export interface RouteAuth {
   consoleAdmin?: boolean;
 }
 
-/** Public entrances (device code, token poll, sign-in, health). */
-export type RouteGuard = RouteAuth | 'public' | 'operator';
+/**
+ * Public entrances (device code, token poll, sign-in, health); the operator API; and the
+ * S3 gateway, which checks its own SigV4 signatures.
+ */
+export type RouteGuard = RouteAuth | 'public' | 'operator' | 'gateway';
 
 declare module 'fastify' {
   interface FastifyContextConfig {

@@ -9,6 +9,7 @@ import { newId } from '../crypto/tokens.js';
 import type { Executor } from '../store/db.js';
 import type { ServiceContext } from './context.js';
 import { NAME_PATTERN, claimName, releaseName } from './names.js';
+import { revokeS3Key } from './buckets/s3-keys.js';
 
 export const appNameSchema = z
   .string()
@@ -112,13 +113,12 @@ export async function deleteApp(ctx: ServiceContext, orgId: string, name: string
   await ctx.db.transaction().execute(async (tx) => {
     const app = await findApp(tx, orgId, name);
     // Detach everything: the keys of its bucket attachments stop working with it.
-    await tx
-      .updateTable('s3_keys')
-      .set({ revoked_at: ctx.clock() })
-      .where('id', 'in', (eb) =>
-        eb.selectFrom('bucket_attachments').select('key_id').where('app_id', '=', app.id),
-      )
+    const keys = await tx
+      .selectFrom('bucket_attachments')
+      .select('key_id')
+      .where('app_id', '=', app.id)
       .execute();
+    for (const k of keys) await revokeS3Key(tx, ctx, k.key_id);
     await tx.deleteFrom('apps').where('id', '=', app.id).execute();
     await releaseName(tx, orgId, name);
   });

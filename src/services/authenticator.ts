@@ -14,8 +14,6 @@ import type { AgentBlock } from '../store/schema.js';
 import type { Clock } from './context.js';
 import { touchKeys } from './keys.js';
 
-const CHANNEL = 'pier_auth';
-
 export interface AuthenticatedKey {
   id: string;
   orgId: string;
@@ -69,7 +67,12 @@ export interface AuthEvents {
   orgChanged(orgId: string): Promise<void>;
   /** The org's key listing, from cache while fresh, else from `load`. */
   keyListing<T>(orgId: string, load: () => Promise<T>): Promise<T>;
+  /** Calls `fn(kind, id)` for every invalidation, local or from another replica. */
+  onInvalidation(fn: (kind: string, id: string) => void): void;
 }
+
+/** The NOTIFY channel of invalidations; `kind:id[:org]` payloads. */
+export const INVALIDATION_CHANNEL = 'pier_auth';
 
 export class Authenticator implements AuthEvents {
   private readonly keys = new Map<string, Cached<AuthenticatedKey>>();
@@ -78,6 +81,7 @@ export class Authenticator implements AuthEvents {
   private readonly listings = new Map<string, Cached<unknown>>();
   /** Keys revoked lately, so a request that asks for its signal late still sees it. */
   private readonly recentlyRevoked = new Map<string, number>();
+  private readonly listeners: ((kind: string, id: string) => void)[] = [];
   private readonly uses = new Map<string, Date>();
   private generation = 0;
   private listener: pg.PoolClient | undefined;
@@ -94,7 +98,7 @@ export class Authenticator implements AuthEvents {
     this.listener = await pool.connect();
     this.listener.on('error', (err) => this.log.warn({ err }, 'auth listener lost'));
     this.listener.on('notification', (msg) => this.applyInvalidation(msg.payload ?? ''));
-    await this.listener.query(`LISTEN ${CHANNEL}`);
+    await this.listener.query(`LISTEN ${INVALIDATION_CHANNEL}`);
     // lastUsedAt is written in batches: one UPDATE per second instead of one per request.
     this.flushTimer = setInterval(() => void this.flushUses(), 1000);
   }
@@ -103,7 +107,7 @@ export class Authenticator implements AuthEvents {
     clearInterval(this.flushTimer);
     await this.flushUses();
     if (this.listener) {
-      await this.listener.query(`UNLISTEN ${CHANNEL}`).catch(() => {});
+      await this.listener.query(`UNLISTEN ${INVALIDATION_CHANNEL}`).catch(() => {});
       this.listener.release();
       this.listener = undefined;
     }
@@ -215,6 +219,10 @@ export class Authenticator implements AuthEvents {
     return value;
   }
 
+  onInvalidation(fn: (kind: string, id: string) => void): void {
+    this.listeners.push(fn);
+  }
+
   async keysChanged(orgId: string): Promise<void> {
     await this.publish(`keys:${orgId}`);
   }
@@ -230,12 +238,13 @@ export class Authenticator implements AuthEvents {
   /** Invalidates here at once, then in every other replica through NOTIFY. */
   private async publish(payload: string): Promise<void> {
     this.applyInvalidation(payload);
-    await sql`SELECT pg_notify(${CHANNEL}, ${payload})`.execute(this.db);
+    await sql`SELECT pg_notify(${INVALIDATION_CHANNEL}, ${payload})`.execute(this.db);
   }
 
   private applyInvalidation(payload: string): void {
     this.generation++;
     const [kind, id, orgId] = payload.split(':') as [string, string, string | undefined];
+    for (const fn of this.listeners) fn(kind, id);
     if (kind === 'key') {
       const now = Date.now();
       this.recentlyRevoked.set(id, now);

@@ -232,7 +232,7 @@ export function installAuth(app: FastifyInstance, deps: AuthDeps): void {
     const guard = route.config?.auth;
     // A route without an auth row would be open by accident: refuse to start instead.
     if (!guard) throw new Error(`route ${route.method} ${route.url} declares no auth row`);
-    if (guard === 'public') return;
+    if (guard === 'public' || guard === 'gateway') return;
     if (guard === 'operator') {
       route.onRequest = [operatorHook(deps), ...asList(route.onRequest)];
       return;

@@ -3,6 +3,11 @@ import type { FastifyInstance } from 'fastify';
 import type { AppDeps } from '../app.js';
 import { adminRoutes } from './admin/orgs.js';
 import { appRoutes } from './apps/apps.js';
+import { attachRoutes } from './apps/attach.js';
+import { bucketRoutes } from './buckets/buckets.js';
+import { bucketCorsRoutes } from './buckets/cors.js';
+import { bucketCredentialRoutes } from './buckets/credentials.js';
+import { bucketObjectRoutes } from './buckets/objects.js';
 import { billingRoutes } from './billing/credits.js';
 import { consoleRoutes } from './console/sign-in.js';
 import { deviceRoutes } from './device/device.js';
@@ -20,7 +25,12 @@ export async function registerRoutes(app: FastifyInstance, deps: AppDeps): Promi
     adminRoutes,
     consoleRoutes,
     appRoutes,
+    attachRoutes,
     secretRoutes,
+    bucketRoutes,
+    bucketObjectRoutes,
+    bucketCorsRoutes,
+    bucketCredentialRoutes,
     billingRoutes,
   ]) {
     family(app, deps);

@@ -83,8 +83,7 @@ export function parseObjectStoreUrl(url: string, fallbackRegion?: string): Objec
     bucket,
     endpoint,
     region: parsed.searchParams.get('region') ?? fallbackRegion ?? 'us-east-1',
-    forcePathStyle:
-      pathStyle === null ? endpoint !== undefined : flag(pathStyle, 'forcePathStyle'),
+    forcePathStyle: pathStyle === null ? endpoint !== undefined : flag(pathStyle, 'forcePathStyle'),
     prefix: prefix === '' ? '' : `${prefix}/`,
   };
 }

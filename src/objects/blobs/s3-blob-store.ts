@@ -22,6 +22,7 @@ import {
   GetObjectCommand,
   HeadObjectCommand,
   ListMultipartUploadsCommand,
+  type ListMultipartUploadsCommandOutput,
   ListObjectsV2Command,
   S3Client,
   S3ServiceException,
@@ -271,7 +272,11 @@ export class S3BlobStore implements BlobStore {
    * large) upload. The upload reads from the meter while the meter reads the source, so the
    * digests come from the same pass and at most QUEUE_SIZE parts are in memory.
    */
-  private async upload(key: string, source: Readable, meter: DigestMeter): Promise<BlobWriteResult> {
+  private async upload(
+    key: string,
+    source: Readable,
+    meter: DigestMeter,
+  ): Promise<BlobWriteResult> {
     const upload = new Upload({
       client: this.client,
       params: { Bucket: this.bucket, Key: key, Body: meter },
@@ -348,14 +353,21 @@ export class S3BlobStore implements BlobStore {
     let keyMarker: string | undefined;
     let uploadIdMarker: string | undefined;
     do {
-      const page = await this.client.send(
-        new ListMultipartUploadsCommand({
-          Bucket: this.bucket,
-          Prefix: this.prefix,
-          KeyMarker: keyMarker,
-          UploadIdMarker: uploadIdMarker,
-        }),
-      );
+      let page: ListMultipartUploadsCommandOutput;
+      try {
+        page = await this.client.send(
+          new ListMultipartUploadsCommand({
+            Bucket: this.bucket,
+            Prefix: this.prefix,
+            KeyMarker: keyMarker,
+            UploadIdMarker: uploadIdMarker,
+          }),
+        );
+      } catch (err) {
+        // Some S3-compatible services cannot list uploads: nothing to sweep there, then.
+        if (httpStatus(err) === 501) return;
+        throw err;
+      }
       for (const u of page.Uploads ?? []) {
         if (!u.Key || !u.UploadId || !u.Initiated || u.Initiated >= olderThan) continue;
         if (this.ownsKey(u.Key)) yield { Key: u.Key, UploadId: u.UploadId };

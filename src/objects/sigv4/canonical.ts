@@ -30,7 +30,10 @@ export function hmac(key: Uint8Array | string, data: string): Buffer {
 
 /** `20260101T000000Z`: ISO 8601 basic format, whole seconds, UTC, as SigV4 writes times. */
 export function formatDatetime(date: Date): string {
-  return date.toISOString().replace(/[-:]/g, '').replace(/\.\d{3}/, '');
+  return date
+    .toISOString()
+    .replace(/[-:]/g, '')
+    .replace(/\.\d{3}/, '');
 }
 
 /** `20260101/us-east-1/s3/aws4_request`. */
@@ -92,7 +95,11 @@ export function canonicalRequest(input: CanonicalRequestInput): string {
 }
 
 /** `AWS4-HMAC-SHA256\n<datetime>\n<scope>\n<hex sha256 of the canonical request>`. */
-export function stringToSign(datetime: string, scope: string, canonicalRequestHash: string): string {
+export function stringToSign(
+  datetime: string,
+  scope: string,
+  canonicalRequestHash: string,
+): string {
   return `${ALGORITHM}\n${datetime}\n${scope}\n${canonicalRequestHash}`;
 }
 

@@ -212,7 +212,10 @@ export function claimedChecksums(fields: HeaderBag): Map<ChecksumAlgorithm, stri
       value.length === Math.ceil(bytes / 3) * 4 &&
       Buffer.from(value, 'base64').length === bytes;
     if (!valid) {
-      throw new SigV4Error('InvalidRequest', `Value for ${checksumField(algorithm)} header is invalid.`);
+      throw new SigV4Error(
+        'InvalidRequest',
+        `Value for ${checksumField(algorithm)} header is invalid.`,
+      );
     }
     claimed.set(algorithm, value);
   }

@@ -39,7 +39,8 @@ const defaultMessages: Record<SigV4ErrorCode, string> = {
   InvalidURI: "Couldn't parse the specified URI.",
   XAmzContentSHA256Mismatch:
     "The provided 'x-amz-content-sha256' header does not match what was computed.",
-  IncompleteBody: 'You did not provide the number of bytes specified by the Content-Length HTTP header.',
+  IncompleteBody:
+    'You did not provide the number of bytes specified by the Content-Length HTTP header.',
   InvalidRequest: 'Invalid Request',
   BadDigest: 'The checksum you specified did not match what we received.',
 };

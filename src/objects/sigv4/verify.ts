@@ -185,7 +185,9 @@ function payloadLine(req: SigV4Request, auth: ParsedAuth): string {
     return header;
   }
   // SDK v3 presigned URLs repeat the payload line as a query parameter; it is signed there.
-  const param = parseQuery(req.query).find(([name]) => name === 'X-Amz-Content-Sha256')?.[1];
+  const param = parseQuery(req.query).find(
+    ([name]) => name.toLowerCase() === 'x-amz-content-sha256',
+  )?.[1];
   return header ?? param ?? UNSIGNED_PAYLOAD;
 }
 

@@ -55,7 +55,11 @@ export async function attachBucket(
       .where('app_id', '=', app.id)
       .where('bucket_id', '=', bucket.id)
       .executeTakeFirst();
-    if (existing) throw new ApiError('already-attached', `The bucket '${bucketName}' is already attached to '${appName}'.`);
+    if (existing)
+      throw new ApiError(
+        'already-attached',
+        `The bucket '${bucketName}' is already attached to '${appName}'.`,
+      );
     const names = injectedNames(prefix ?? '');
     const taken = await tx
       .selectFrom('secrets')
@@ -83,13 +87,28 @@ export async function attachBucket(
       const sealed = ctx.box.seal(value, bindingOf(app.id, name));
       await tx
         .insertInto('secrets')
-        .values({ app_id: app.id, name, nonce: sealed.nonce, ciphertext: sealed.ciphertext, managed_reason: 'attachment', build: null, updated_at: now })
+        .values({
+          app_id: app.id,
+          name,
+          nonce: sealed.nonce,
+          ciphertext: sealed.ciphertext,
+          managed_reason: 'attachment',
+          build: null,
+          updated_at: now,
+        })
         .execute();
     }
     const injected = Object.keys(values).sort();
     await tx
       .insertInto('bucket_attachments')
-      .values({ app_id: app.id, bucket_id: bucket.id, prefix: prefix ?? '', key_id: key.accessKeyId, injected, created_at: now })
+      .values({
+        app_id: app.id,
+        bucket_id: bucket.id,
+        prefix: prefix ?? '',
+        key_id: key.accessKeyId,
+        injected,
+        created_at: now,
+      })
       .execute();
     return { appName, bucketName, injected };
   });
@@ -110,15 +129,28 @@ export async function detachBucketFromApp(
     .where('bucket_id', '=', bucket.id)
     .returning(['key_id', 'injected'])
     .executeTakeFirst();
-  if (!row) throw new ApiError('not-attached', `The bucket '${bucket.name}' is not attached to '${appName}'.`);
+  if (!row)
+    throw new ApiError(
+      'not-attached',
+      `The bucket '${bucket.name}' is not attached to '${appName}'.`,
+    );
   await revokeS3Key(tx, ctx, row.key_id);
   if (row.injected.length) {
-    await tx.deleteFrom('secrets').where('app_id', '=', app.id).where('name', 'in', row.injected).execute();
+    await tx
+      .deleteFrom('secrets')
+      .where('app_id', '=', app.id)
+      .where('name', 'in', row.injected)
+      .execute();
   }
   return { appName, bucketName: bucket.name, injected: row.injected };
 }
 
-export async function detachBucket(ctx: ServiceContext, orgId: string, appName: string, bucketName: string) {
+export async function detachBucket(
+  ctx: ServiceContext,
+  orgId: string,
+  appName: string,
+  bucketName: string,
+) {
   return ctx.db.transaction().execute(async (tx) => {
     const bucket = await findBucket(tx, orgId, bucketName);
     return detachBucketFromApp(tx, ctx, orgId, appName, bucket);

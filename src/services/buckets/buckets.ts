@@ -16,7 +16,10 @@ export const bucketNameSchema = z
   .string()
   .min(3)
   .max(63)
-  .regex(NAME_PATTERN, 'lowercase letters, digits and hyphens, starting and ending with a letter or digit');
+  .regex(
+    NAME_PATTERN,
+    'lowercase letters, digits and hyphens, starting and ending with a letter or digit',
+  );
 
 export const createBucketBody = z.strictObject({ name: bucketNameSchema });
 
@@ -38,7 +41,13 @@ export interface BucketRow {
 }
 
 export function toBucket(r: BucketRow): Bucket {
-  return { id: r.id, name: r.name, orgId: r.org_id, backendRef: r.backend_ref, createdAt: r.created_at.toISOString() };
+  return {
+    id: r.id,
+    name: r.name,
+    orgId: r.org_id,
+    backendRef: r.backend_ref,
+    createdAt: r.created_at.toISOString(),
+  };
 }
 
 /** The bucket of `orgId` named `name`, or 404 (also when another org owns it). */
@@ -53,13 +62,23 @@ export async function findBucket(ex: Executor, orgId: string, name: string): Pro
   return row;
 }
 
-export async function createBucket(ctx: ServiceContext, orgId: string, name: string): Promise<Bucket> {
+export async function createBucket(
+  ctx: ServiceContext,
+  orgId: string,
+  name: string,
+): Promise<Bucket> {
   const row = await ctx.db.transaction().execute(async (tx) => {
     await claimName(tx, orgId, name, 'bucket');
     const id = newId('bkt');
     const created = await tx
       .insertInto('buckets')
-      .values({ id, org_id: orgId, name, backend_ref: `${ctx.blobs.kind}:${id}`, created_at: ctx.clock() })
+      .values({
+        id,
+        org_id: orgId,
+        name,
+        backend_ref: `${ctx.blobs.kind}:${id}`,
+        created_at: ctx.clock(),
+      })
       .returning(['id', 'org_id', 'name', 'backend_ref', 'created_at'])
       .executeTakeFirstOrThrow();
     // The platform's own key of the bucket signs presigned URLs.
@@ -118,7 +137,10 @@ export async function deleteBucket(
       .orderBy('apps.name')
       .execute();
     if (!force && objects > 0) {
-      throw new ApiError('bucket-not-empty', `The bucket '${name}' holds ${objects} objects; delete them or pass force=true.`);
+      throw new ApiError(
+        'bucket-not-empty',
+        `The bucket '${name}' holds ${objects} objects; delete them or pass force=true.`,
+      );
     }
     if (!force && attachments.length > 0) {
       throw new ApiError(

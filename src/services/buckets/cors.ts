@@ -27,10 +27,16 @@ export const corsRuleSchema = z.strictObject({
 
 export const putCorsBody = z.strictObject({ rules: z.array(corsRuleSchema).max(100) });
 
-export const corsSchema = z.object({ rules: z.array(corsRuleSchema), warnings: z.array(z.string()).optional() });
+export const corsSchema = z.object({
+  rules: z.array(corsRuleSchema),
+  warnings: z.array(z.string()).optional(),
+});
 
 function globToRegex(pattern: string): RegExp {
-  const escaped = pattern.toLowerCase().replace(/[.+?^${}()|[\]\\]/g, '\\$&').replace('*', '.*');
+  const escaped = pattern
+    .toLowerCase()
+    .replace(/[.+?^${}()|[\]\\]/g, '\\$&')
+    .replace('*', '.*');
   return new RegExp(`^${escaped}$`);
 }
 
@@ -39,21 +45,27 @@ export function corsWarnings(rules: CorsRule[]): string[] {
   const warnings: string[] = [];
   rules.forEach((r, i) => {
     const name = `rule ${i + 1}${r.id ? ` (${r.id})` : ''}`;
-    if (r.allowedMethods.length === 0) warnings.push(`${name} allows no method, so it never matches.`);
-    if (r.allowedOrigins.length === 0) warnings.push(`${name} allows no origin, so it never matches.`);
+    if (r.allowedMethods.length === 0)
+      warnings.push(`${name} allows no method, so it never matches.`);
+    if (r.allowedOrigins.length === 0)
+      warnings.push(`${name} allows no origin, so it never matches.`);
     for (const o of r.allowedOrigins) {
       if (o !== '*' && !/^[a-z][a-z0-9+.-]*:\/\//i.test(o.replace('*', 'x'))) {
-        warnings.push(`${name}: the origin '${o}' has no scheme (like https://), so no browser sends it.`);
+        warnings.push(
+          `${name}: the origin '${o}' has no scheme (like https://), so no browser sends it.`,
+        );
       } else if (/^[a-z][a-z0-9+.-]*:\/\/[^/]+\/./i.test(o)) {
         warnings.push(`${name}: the origin '${o}' has a path; browsers send origins without one.`);
       }
     }
-    const earlier = rules.slice(0, i).find(
-      (e) =>
-        e.allowedOrigins.includes('*') &&
-        r.allowedMethods.every((m) => e.allowedMethods.includes(m)) &&
-        (e.allowedHeaders ?? []).includes('*'),
-    );
+    const earlier = rules
+      .slice(0, i)
+      .find(
+        (e) =>
+          e.allowedOrigins.includes('*') &&
+          r.allowedMethods.every((m) => e.allowedMethods.includes(m)) &&
+          (e.allowedHeaders ?? []).includes('*'),
+      );
     if (earlier && r.allowedMethods.length > 0) {
       warnings.push(`${name} is shadowed by an earlier rule that allows every origin and header.`);
     }
@@ -63,14 +75,27 @@ export function corsWarnings(rules: CorsRule[]): string[] {
 
 export async function getCors(ctx: ServiceContext, orgId: string, bucketName: string) {
   const bucket = await findBucket(ctx.db, orgId, bucketName);
-  const row = await ctx.db.selectFrom('buckets').select('cors').where('id', '=', bucket.id).executeTakeFirstOrThrow();
+  const row = await ctx.db
+    .selectFrom('buckets')
+    .select('cors')
+    .where('id', '=', bucket.id)
+    .executeTakeFirstOrThrow();
   const warnings = corsWarnings(row.cors);
   return { rules: row.cors, ...(warnings.length ? { warnings } : {}) };
 }
 
-export async function putCors(ctx: ServiceContext, orgId: string, bucketName: string, rules: CorsRule[]) {
+export async function putCors(
+  ctx: ServiceContext,
+  orgId: string,
+  bucketName: string,
+  rules: CorsRule[],
+) {
   const bucket = await findBucket(ctx.db, orgId, bucketName);
-  await ctx.db.updateTable('buckets').set({ cors: JSON.stringify(rules) }).where('id', '=', bucket.id).execute();
+  await ctx.db
+    .updateTable('buckets')
+    .set({ cors: JSON.stringify(rules) })
+    .where('id', '=', bucket.id)
+    .execute();
   const warnings = corsWarnings(rules);
   return { rules, ...(warnings.length ? { warnings } : {}) };
 }
@@ -81,7 +106,12 @@ export interface CorsMatch {
 }
 
 /** The first rule that lets `origin` use `method` with `headers` (lowercased names). */
-export function matchCors(rules: CorsRule[], origin: string, method: string, headers: string[]): CorsMatch | undefined {
+export function matchCors(
+  rules: CorsRule[],
+  origin: string,
+  method: string,
+  headers: string[],
+): CorsMatch | undefined {
   const o = origin.toLowerCase();
   for (const rule of rules) {
     if (!rule.allowedMethods.includes(method as CorsRule['allowedMethods'][number])) continue;

@@ -9,7 +9,14 @@ import { enqueue } from '../../jobs/queue.js';
 import type { Executor } from '../../store/db.js';
 import type { ServiceContext } from '../context.js';
 import { ObjectError } from './object-error.js';
-import { MAX_PUT_BYTES, commitObject, multipartEtag, newBlobId, type ObjectMeta, type PutOptions } from './objects.js';
+import {
+  MAX_PUT_BYTES,
+  commitObject,
+  multipartEtag,
+  newBlobId,
+  type ObjectMeta,
+  type PutOptions,
+} from './objects.js';
 
 /** Every part but the last must be at least this large (as S3). */
 export const MIN_PART_BYTES = 5 * 1024 * 1024;
@@ -30,7 +37,9 @@ async function findUpload(ex: Executor, bucketId: string, uploadId: string, key:
     .where('key', '=', key)
     .executeTakeFirst();
   if (!row) {
-    throw new ObjectError('NoSuchUpload', 'The specified multipart upload does not exist.', { UploadId: uploadId });
+    throw new ObjectError('NoSuchUpload', 'The specified multipart upload does not exist.', {
+      UploadId: uploadId,
+    });
   }
   return row;
 }
@@ -66,7 +75,10 @@ export async function uploadPart(
   opts: PutOptions,
 ): Promise<string> {
   if (!Number.isInteger(partNumber) || partNumber < 1 || partNumber > 10_000) {
-    throw new ObjectError('InvalidArgument', 'Part number must be an integer between 1 and 10000, inclusive.');
+    throw new ObjectError(
+      'InvalidArgument',
+      'Part number must be an integer between 1 and 10000, inclusive.',
+    );
   }
   await findUpload(ctx.db, bucketId, uploadId, key);
   const blobId = newBlobId();
@@ -74,10 +86,18 @@ export async function uploadPart(
     sha256: opts.sha256Hex !== undefined,
     maxBytes: MAX_PUT_BYTES,
     verify: (r) => {
-      if (opts.size !== undefined && r.size !== opts.size) throw new ObjectError('IncompleteBody', 'The part is shorter than its length.');
-      if (opts.md5 && !opts.md5.equals(r.md5)) throw new ObjectError('BadDigest', 'The Content-MD5 you specified did not match what we received.');
+      if (opts.size !== undefined && r.size !== opts.size)
+        throw new ObjectError('IncompleteBody', 'The part is shorter than its length.');
+      if (opts.md5 && !opts.md5.equals(r.md5))
+        throw new ObjectError(
+          'BadDigest',
+          'The Content-MD5 you specified did not match what we received.',
+        );
       if (opts.sha256Hex && r.sha256?.toString('hex') !== opts.sha256Hex.toLowerCase()) {
-        throw new ObjectError('XAmzContentSHA256Mismatch', 'The provided x-amz-content-sha256 header does not match what was computed.');
+        throw new ObjectError(
+          'XAmzContentSHA256Mismatch',
+          'The provided x-amz-content-sha256 header does not match what was computed.',
+        );
       }
       opts.verify?.(r);
     },
@@ -95,12 +115,25 @@ export async function uploadPart(
         .executeTakeFirst();
       await tx
         .insertInto('multipart_parts')
-        .values({ upload_id: uploadId, part_number: partNumber, blob_id: blobId, size: written.size, etag, last_modified: ctx.clock() })
+        .values({
+          upload_id: uploadId,
+          part_number: partNumber,
+          blob_id: blobId,
+          size: written.size,
+          etag,
+          last_modified: ctx.clock(),
+        })
         .onConflict((oc) =>
-          oc.columns(['upload_id', 'part_number']).doUpdateSet({ blob_id: blobId, size: written.size, etag, last_modified: ctx.clock() }),
+          oc
+            .columns(['upload_id', 'part_number'])
+            .doUpdateSet({ blob_id: blobId, size: written.size, etag, last_modified: ctx.clock() }),
         )
         .execute();
-      if (previous) await enqueue(tx, ctx.jobs, 'objects.delete-blob', { ns: bucketId, blobId: previous.blob_id });
+      if (previous)
+        await enqueue(tx, ctx.jobs, 'objects.delete-blob', {
+          ns: bucketId,
+          blobId: previous.blob_id,
+        });
     });
   } catch (err) {
     await ctx.blobs.delete(bucketId, blobId).catch(() => {});
@@ -109,7 +142,12 @@ export async function uploadPart(
   return etag;
 }
 
-export async function listParts(ex: Executor, bucketId: string, key: string, uploadId: string): Promise<PartInfo[]> {
+export async function listParts(
+  ex: Executor,
+  bucketId: string,
+  key: string,
+  uploadId: string,
+): Promise<PartInfo[]> {
   await findUpload(ex, bucketId, uploadId, key);
   const rows = await ex
     .selectFrom('multipart_parts')
@@ -117,7 +155,12 @@ export async function listParts(ex: Executor, bucketId: string, key: string, upl
     .where('upload_id', '=', uploadId)
     .orderBy('part_number')
     .execute();
-  return rows.map((r) => ({ partNumber: r.part_number, etag: r.etag, size: Number(r.size), lastModified: r.last_modified }));
+  return rows.map((r) => ({
+    partNumber: r.part_number,
+    etag: r.etag,
+    size: Number(r.size),
+    lastModified: r.last_modified,
+  }));
 }
 
 export async function completeUpload(
@@ -128,7 +171,8 @@ export async function completeUpload(
   chosen: { partNumber: number; etag: string }[],
 ): Promise<ObjectMeta> {
   const upload = await findUpload(ctx.db, bucketId, uploadId, key);
-  if (chosen.length === 0) throw new ObjectError('MalformedXML', 'The XML you provided did not list any part.');
+  if (chosen.length === 0)
+    throw new ObjectError('MalformedXML', 'The XML you provided did not list any part.');
   for (let i = 1; i < chosen.length; i++) {
     if (chosen[i]!.partNumber <= chosen[i - 1]!.partNumber) {
       throw new ObjectError('InvalidPartOrder', 'The list of parts was not in ascending order.');
@@ -143,15 +187,25 @@ export async function completeUpload(
   const parts = chosen.map((c, i) => {
     const p = byNumber.get(c.partNumber);
     if (!p || p.etag.replace(/"/g, '') !== c.etag.replace(/"/g, '')) {
-      throw new ObjectError('InvalidPart', `Part ${c.partNumber} was not uploaded or its ETag does not match.`);
+      throw new ObjectError(
+        'InvalidPart',
+        `Part ${c.partNumber} was not uploaded or its ETag does not match.`,
+      );
     }
     if (i < chosen.length - 1 && Number(p.size) < MIN_PART_BYTES) {
-      throw new ObjectError('EntityTooSmall', `Part ${c.partNumber} is smaller than the 5 MiB minimum of every part but the last.`);
+      throw new ObjectError(
+        'EntityTooSmall',
+        `Part ${c.partNumber} is smaller than the 5 MiB minimum of every part but the last.`,
+      );
     }
     return p;
   });
   const blobId = newBlobId();
-  const whole = await ctx.blobs.concat(bucketId, blobId, parts.map((p) => p.blob_id));
+  const whole = await ctx.blobs.concat(
+    bucketId,
+    blobId,
+    parts.map((p) => p.blob_id),
+  );
   return commitObject(
     ctx,
     bucketId,
@@ -165,13 +219,19 @@ export async function completeUpload(
     },
     async (tx) => {
       await dropUpload(tx, bucketId, uploadId, key);
-      for (const p of stored) await enqueue(tx, ctx.jobs, 'objects.delete-blob', { ns: bucketId, blobId: p.blob_id });
+      for (const p of stored)
+        await enqueue(tx, ctx.jobs, 'objects.delete-blob', { ns: bucketId, blobId: p.blob_id });
     },
   );
 }
 
 /** Removes the upload and schedules every part blob for deletion. */
-async function dropUpload(tx: Executor, bucketId: string, uploadId: string, key: string): Promise<void> {
+async function dropUpload(
+  tx: Executor,
+  bucketId: string,
+  uploadId: string,
+  key: string,
+): Promise<void> {
   const deleted = await tx
     .deleteFrom('multipart_uploads')
     .where('id', '=', uploadId)
@@ -179,15 +239,28 @@ async function dropUpload(tx: Executor, bucketId: string, uploadId: string, key:
     .where('key', '=', key)
     .returning('id')
     .executeTakeFirst();
-  if (!deleted) throw new ObjectError('NoSuchUpload', 'The specified multipart upload does not exist.', { UploadId: uploadId });
+  if (!deleted)
+    throw new ObjectError('NoSuchUpload', 'The specified multipart upload does not exist.', {
+      UploadId: uploadId,
+    });
   // The part rows go with the upload (cascade); callers schedule their blobs first.
 }
 
-export async function abortUpload(ctx: ServiceContext, bucketId: string, key: string, uploadId: string): Promise<void> {
+export async function abortUpload(
+  ctx: ServiceContext,
+  bucketId: string,
+  key: string,
+  uploadId: string,
+): Promise<void> {
   await ctx.db.transaction().execute(async (tx) => {
-    const parts = await tx.selectFrom('multipart_parts').select('blob_id').where('upload_id', '=', uploadId).execute();
+    const parts = await tx
+      .selectFrom('multipart_parts')
+      .select('blob_id')
+      .where('upload_id', '=', uploadId)
+      .execute();
     await dropUpload(tx, bucketId, uploadId, key);
-    for (const p of parts) await enqueue(tx, ctx.jobs, 'objects.delete-blob', { ns: bucketId, blobId: p.blob_id });
+    for (const p of parts)
+      await enqueue(tx, ctx.jobs, 'objects.delete-blob', { ns: bucketId, blobId: p.blob_id });
   });
 }
 

@@ -48,10 +48,16 @@ function checkDigests(r: BlobWriteResult, opts: PutOptions): void {
     throw new ObjectError('IncompleteBody', `Expected ${opts.size} bytes, received ${r.size}.`);
   }
   if (opts.md5 && !opts.md5.equals(r.md5)) {
-    throw new ObjectError('BadDigest', 'The Content-MD5 you specified did not match what we received.');
+    throw new ObjectError(
+      'BadDigest',
+      'The Content-MD5 you specified did not match what we received.',
+    );
   }
   if (opts.sha256Hex && r.sha256 && r.sha256.toString('hex') !== opts.sha256Hex.toLowerCase()) {
-    throw new ObjectError('XAmzContentSHA256Mismatch', 'The provided x-amz-content-sha256 header does not match what was computed.');
+    throw new ObjectError(
+      'XAmzContentSHA256Mismatch',
+      'The provided x-amz-content-sha256 header does not match what was computed.',
+    );
   }
   opts.verify?.(r);
 }
@@ -83,7 +89,12 @@ async function commitObject(
   bucketId: string,
   key: string,
   blobId: string,
-  fields: { size: number; etag: string; contentType: string | null; metadata: Record<string, string> },
+  fields: {
+    size: number;
+    etag: string;
+    contentType: string | null;
+    metadata: Record<string, string>;
+  },
   extra?: (tx: Executor) => Promise<void>,
 ): Promise<ObjectMeta> {
   try {
@@ -119,7 +130,11 @@ async function commitObject(
         )
         .returning(['key', 'size', 'etag', 'last_modified', 'content_type', 'metadata', 'blob_id'])
         .executeTakeFirstOrThrow();
-      if (previous) await enqueue(tx, ctx.jobs, 'objects.delete-blob', { ns: bucketId, blobId: previous.blob_id });
+      if (previous)
+        await enqueue(tx, ctx.jobs, 'objects.delete-blob', {
+          ns: bucketId,
+          blobId: previous.blob_id,
+        });
       await extra?.(tx);
       return toMeta(row);
     });
@@ -151,7 +166,11 @@ export async function putObject(
   });
 }
 
-export async function headObject(ex: Executor, bucketId: string, key: string): Promise<(ObjectMeta & { blobId: string }) | undefined> {
+export async function headObject(
+  ex: Executor,
+  bucketId: string,
+  key: string,
+): Promise<(ObjectMeta & { blobId: string }) | undefined> {
   const row = await ex
     .selectFrom('objects')
     .select(['key', 'size', 'etag', 'last_modified', 'content_type', 'metadata', 'blob_id'])
@@ -174,7 +193,11 @@ export async function getObject(
 }
 
 /** Deletes keys; answers the ones that existed. Their bytes go by durable job. */
-export async function deleteObjects(ctx: ServiceContext, bucketId: string, keys: string[]): Promise<string[]> {
+export async function deleteObjects(
+  ctx: ServiceContext,
+  bucketId: string,
+  keys: string[],
+): Promise<string[]> {
   if (keys.length === 0) return [];
   return ctx.db.transaction().execute(async (tx) => {
     const rows = await tx
@@ -183,7 +206,8 @@ export async function deleteObjects(ctx: ServiceContext, bucketId: string, keys:
       .where('key', 'in', keys)
       .returning(['key', 'blob_id'])
       .execute();
-    for (const r of rows) await enqueue(tx, ctx.jobs, 'objects.delete-blob', { ns: bucketId, blobId: r.blob_id });
+    for (const r of rows)
+      await enqueue(tx, ctx.jobs, 'objects.delete-blob', { ns: bucketId, blobId: r.blob_id });
     return rows.map((r) => r.key);
   });
 }
@@ -209,7 +233,11 @@ export interface ListPage {
  * name up to the delimiter are rolled into one common prefix, which counts once toward
  * the limit, as S3 does; the scan then jumps past every key under that prefix.
  */
-export async function listObjects(ex: Executor, bucketId: string, opts: ListOptions): Promise<ListPage> {
+export async function listObjects(
+  ex: Executor,
+  bucketId: string,
+  opts: ListOptions,
+): Promise<ListPage> {
   const prefix = opts.prefix ?? '';
   const objects: ObjectMeta[] = [];
   const commonPrefixes: string[] = [];
@@ -224,7 +252,10 @@ export async function listObjects(ex: Executor, bucketId: string, opts: ListOpti
       .where('bucket_id', '=', bucketId);
     if (after !== undefined) q = q.where('key', '>', after);
     if (prefix) {
-      q = q.where('key', '>=', prefix).where('key', '<', upper!).where(sql<boolean>`starts_with(key, ${prefix})`);
+      q = q
+        .where('key', '>=', prefix)
+        .where('key', '<', upper!)
+        .where(sql<boolean>`starts_with(key, ${prefix})`);
     }
     const rows = await q.orderBy('key').limit(batch).execute();
     let jumped = false;

@@ -32,7 +32,12 @@ export const presignedSchema = z.object({
   requiredHeaders: z.record(z.string(), z.string()),
 });
 
-export async function presign(ctx: ServiceContext, orgId: string, bucketName: string, body: z.output<typeof presignBody>) {
+export async function presign(
+  ctx: ServiceContext,
+  orgId: string,
+  bucketName: string,
+  body: z.output<typeof presignBody>,
+) {
   const bucket = await findBucket(ctx.db, orgId, bucketName);
   const key = await presignKeyOf(ctx, bucket.id);
   const now = ctx.clock();

@@ -4,7 +4,9 @@
  * is shown once, when minted.
  */
 import { randomInt } from 'node:crypto';
+import { sql } from 'kysely';
 import { z } from 'zod';
+import { INVALIDATION_CHANNEL } from '../authenticator.js';
 import { notFound } from '../../errors/api-error.js';
 import { randomBase62 } from '../../crypto/tokens.js';
 import type { Executor } from '../../store/db.js';
@@ -62,7 +64,10 @@ export async function mintS3Key(
 }
 
 /** The live key with this id, its bucket and its secret; undefined when unknown or revoked. */
-export async function findS3Key(ctx: ServiceContext, accessKeyId: string): Promise<S3KeyGrant | undefined> {
+export async function findS3Key(
+  ctx: ServiceContext,
+  accessKeyId: string,
+): Promise<S3KeyGrant | undefined> {
   if (!/^PIER[A-Z2-7]{16}$/.test(accessKeyId)) return undefined;
   const row = await ctx.db
     .selectFrom('s3_keys as k')
@@ -77,7 +82,10 @@ export async function findS3Key(ctx: ServiceContext, accessKeyId: string): Promi
     orgId: row.org_id,
     bucketId: row.bucket_id,
     bucketName: row.name,
-    secret: ctx.box.open({ nonce: row.secret_nonce, ciphertext: row.secret_ciphertext }, binding(row.id)),
+    secret: ctx.box.open(
+      { nonce: row.secret_nonce, ciphertext: row.secret_ciphertext },
+      binding(row.id),
+    ),
   };
 }
 
@@ -96,8 +104,26 @@ export async function presignKeyOf(ctx: ServiceContext, bucketId: string): Promi
   return grant;
 }
 
-export async function revokeS3Key(ex: Executor, ctx: ServiceContext, accessKeyId: string): Promise<void> {
-  await ex.updateTable('s3_keys').set({ revoked_at: ctx.clock() }).where('id', '=', accessKeyId).execute();
+/**
+ * Revokes a key in the caller's transaction. The invalidation NOTIFY is sent in the same
+ * transaction, so every replica (this one included) drops the key when the revocation
+ * commits, and not before.
+ */
+export async function revokeS3Key(
+  ex: Executor,
+  ctx: ServiceContext,
+  accessKeyId: string,
+): Promise<void> {
+  await ex
+    .updateTable('s3_keys')
+    .set({ revoked_at: ctx.clock() })
+    .where('id', '=', accessKeyId)
+    .execute();
+  await announceS3KeyRevoked(ex, accessKeyId);
+}
+
+export async function announceS3KeyRevoked(ex: Executor, accessKeyId: string): Promise<void> {
+  await sql`SELECT pg_notify(${INVALIDATION_CHANNEL}, ${`s3key:${accessKeyId}`})`.execute(ex);
 }
 
 export const s3KeySchema = z.object({
@@ -132,11 +158,21 @@ export async function listBucketKeys(ctx: ServiceContext, orgId: string, bucketN
     .where('purpose', '!=', 'presign')
     .orderBy('created_at')
     .execute();
-  return rows.map((r) => ({ accessKeyId: r.id, bucket: bucket.name, purpose: r.purpose, createdAt: r.created_at.toISOString() }));
+  return rows.map((r) => ({
+    accessKeyId: r.id,
+    bucket: bucket.name,
+    purpose: r.purpose,
+    createdAt: r.created_at.toISOString(),
+  }));
 }
 
 /** Revokes a person's key; attachment keys go with their attachment (detach instead). */
-export async function deletePersonKey(ctx: ServiceContext, orgId: string, bucketName: string, accessKeyId: string) {
+export async function deletePersonKey(
+  ctx: ServiceContext,
+  orgId: string,
+  bucketName: string,
+  accessKeyId: string,
+) {
   const bucket = await findBucket(ctx.db, orgId, bucketName);
   const res = await ctx.db
     .updateTable('s3_keys')
@@ -147,4 +183,5 @@ export async function deletePersonKey(ctx: ServiceContext, orgId: string, bucket
     .where('revoked_at', 'is', null)
     .executeTakeFirst();
   if (res.numUpdatedRows === 0n) throw notFound('S3 key');
+  await announceS3KeyRevoked(ctx.db, accessKeyId);
 }

@@ -22,7 +22,10 @@ const target = z.union([
 ]);
 
 function notYet(kind: string): never {
-  throw new ApiError('not-implemented', `Attaching a ${kind} is not available on this installation yet.`);
+  throw new ApiError(
+    'not-implemented',
+    `Attaching a ${kind} is not available on this installation yet.`,
+  );
 }
 
 export function attachRoutes(root: FastifyInstance, { ctx }: AppDeps): void {
@@ -30,10 +33,17 @@ export function attachRoutes(root: FastifyInstance, { ctx }: AppDeps): void {
 
   app.post('/v1/apps/:name/attach', {
     config: { auth: auth.F('AW', appFromParams) },
-    schema: { tags: ['apps'], summary: 'Attach a bucket (with `as`), a database or a volume', params: nameParams, body: target, response: { 200: attachmentSchema } },
+    schema: {
+      tags: ['apps'],
+      summary: 'Attach a bucket (with `as`), a database or a volume',
+      params: nameParams,
+      body: target,
+      response: { 200: attachmentSchema },
+    },
     handler: async (req) => {
       const orgId = principalOf(req).orgId;
-      if ('bucket' in req.body) return attachBucket(ctx, orgId, req.params.name, req.body.bucket, req.body.as);
+      if ('bucket' in req.body)
+        return attachBucket(ctx, orgId, req.params.name, req.body.bucket, req.body.as);
       return notYet('database' in req.body ? 'database' : 'volume');
     },
   });
@@ -52,14 +62,19 @@ export function attachRoutes(root: FastifyInstance, { ctx }: AppDeps): void {
       response: { 200: attachmentSchema },
     },
     handler: async (req) => {
-      if ('bucket' in req.body) return detachBucket(ctx, principalOf(req).orgId, req.params.name, req.body.bucket);
+      if ('bucket' in req.body)
+        return detachBucket(ctx, principalOf(req).orgId, req.params.name, req.body.bucket);
       return notYet('database' in req.body ? 'database' : 'volume');
     },
   });
 
   app.get('/v1/bucket-attachments', {
     config: { auth: auth.R('AA') },
-    schema: { tags: ['buckets'], summary: 'Every bucket attachment of the organization', response: { 200: z.array(attachmentSchema) } },
+    schema: {
+      tags: ['buckets'],
+      summary: 'Every bucket attachment of the organization',
+      response: { 200: z.array(attachmentSchema) },
+    },
     handler: async (req) => listBucketAttachments(ctx.db, principalOf(req).orgId),
   });
 }

@@ -23,13 +23,23 @@ export function bucketRoutes(root: FastifyInstance, { ctx }: AppDeps): void {
 
   app.post('/v1/buckets', {
     config: { auth: auth.F('AW') },
-    schema: { tags: ['buckets'], summary: 'Create a bucket', body: createBucketBody, response: { 201: bucketSchema } },
-    handler: async (req, reply) => reply.code(201).send(await createBucket(ctx, principalOf(req).orgId, req.body.name)),
+    schema: {
+      tags: ['buckets'],
+      summary: 'Create a bucket',
+      body: createBucketBody,
+      response: { 201: bucketSchema },
+    },
+    handler: async (req, reply) =>
+      reply.code(201).send(await createBucket(ctx, principalOf(req).orgId, req.body.name)),
   });
 
   app.get('/v1/buckets', {
     config: { auth: auth.R('AA') },
-    schema: { tags: ['buckets'], summary: 'List buckets', response: { 200: z.array(bucketSchema) } },
+    schema: {
+      tags: ['buckets'],
+      summary: 'List buckets',
+      response: { 200: z.array(bucketSchema) },
+    },
     handler: async (req) => listBuckets(ctx, principalOf(req).orgId),
   });
 
@@ -52,8 +62,14 @@ export function bucketRoutes(root: FastifyInstance, { ctx }: AppDeps): void {
 
   app.get('/v1/buckets/:name', {
     config: { auth: auth.R('AA') },
-    schema: { tags: ['buckets'], summary: 'One bucket', params: bucketParams, response: { 200: bucketSchema } },
-    handler: async (req) => toBucket(await findBucket(ctx.db, principalOf(req).orgId, req.params.name)),
+    schema: {
+      tags: ['buckets'],
+      summary: 'One bucket',
+      params: bucketParams,
+      response: { 200: bucketSchema },
+    },
+    handler: async (req) =>
+      toBucket(await findBucket(ctx.db, principalOf(req).orgId, req.params.name)),
   });
 
   app.delete('/v1/buckets/:name', {
@@ -67,7 +83,11 @@ export function bucketRoutes(root: FastifyInstance, { ctx }: AppDeps): void {
       params: bucketParams,
       querystring: z.strictObject({ force: z.enum(['true', 'false', '1', '0']).optional() }),
       response: {
-        200: z.object({ destroyed: z.boolean(), deletedObjects: z.number(), detached: z.array(z.string()) }),
+        200: z.object({
+          destroyed: z.boolean(),
+          deletedObjects: z.number(),
+          detached: z.array(z.string()),
+        }),
       },
     },
     handler: async (req) => {

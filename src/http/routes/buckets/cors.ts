@@ -12,7 +12,12 @@ export function bucketCorsRoutes(root: FastifyInstance, { ctx }: AppDeps): void 
 
   app.get('/v1/buckets/:name/cors', {
     config: { auth: auth.R('AA') },
-    schema: { tags: ['buckets'], summary: 'CORS rules', params: bucketParams, response: { 200: corsSchema } },
+    schema: {
+      tags: ['buckets'],
+      summary: 'CORS rules',
+      params: bucketParams,
+      response: { 200: corsSchema },
+    },
     handler: async (req) => getCors(ctx, principalOf(req).orgId, req.params.name),
   });
 

@@ -5,7 +5,12 @@
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { createPersonKey, deletePersonKey, listBucketKeys, s3KeySchema } from '../../../services/buckets/s3-keys.js';
+import {
+  createPersonKey,
+  deletePersonKey,
+  listBucketKeys,
+  s3KeySchema,
+} from '../../../services/buckets/s3-keys.js';
 import type { AppDeps } from '../../app.js';
 import { principalOf } from '../../plugins/auth.js';
 import { auth } from '../../route-auth.js';
@@ -21,21 +26,36 @@ export function bucketCredentialRoutes(root: FastifyInstance, { ctx }: AppDeps):
       summary: 'Mint S3 credentials for this bucket (secret shown once)',
       params: bucketParams,
       response: {
-        201: s3KeySchema.extend({ secretAccessKey: z.string(), endpoint: z.string(), region: z.string(), forcePathStyle: z.boolean() }),
+        201: s3KeySchema.extend({
+          secretAccessKey: z.string(),
+          endpoint: z.string(),
+          region: z.string(),
+          forcePathStyle: z.boolean(),
+        }),
       },
     },
-    handler: async (req, reply) => reply.code(201).send(await createPersonKey(ctx, principalOf(req).orgId, req.params.name)),
+    handler: async (req, reply) =>
+      reply.code(201).send(await createPersonKey(ctx, principalOf(req).orgId, req.params.name)),
   });
 
   app.get('/v1/buckets/:name/credentials', {
     config: { auth: auth.F('AA') },
-    schema: { tags: ['buckets'], summary: 'S3 credentials of the bucket (never secrets)', params: bucketParams, response: { 200: z.array(s3KeySchema) } },
+    schema: {
+      tags: ['buckets'],
+      summary: 'S3 credentials of the bucket (never secrets)',
+      params: bucketParams,
+      response: { 200: z.array(s3KeySchema) },
+    },
     handler: async (req) => listBucketKeys(ctx, principalOf(req).orgId, req.params.name),
   });
 
   app.delete('/v1/buckets/:name/credentials/:accessKeyId', {
     config: { auth: auth.F('A0') },
-    schema: { tags: ['buckets'], summary: 'Revoke S3 credentials', params: bucketParams.extend({ accessKeyId: z.string().max(64) }) },
+    schema: {
+      tags: ['buckets'],
+      summary: 'Revoke S3 credentials',
+      params: bucketParams.extend({ accessKeyId: z.string().max(64) }),
+    },
     handler: async (req, reply) => {
       await deletePersonKey(ctx, principalOf(req).orgId, req.params.name, req.params.accessKeyId);
       return reply.code(204).send();

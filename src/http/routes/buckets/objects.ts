@@ -25,7 +25,10 @@ function decodeCursor(cursor: string): string {
   return key;
 }
 
-const keys = z.union([z.string().min(1).max(1024), z.array(z.string().min(1).max(1024)).min(1).max(1000)]);
+const keys = z.union([
+  z.string().min(1).max(1024),
+  z.array(z.string().min(1).max(1024)).min(1).max(1000),
+]);
 
 export function bucketObjectRoutes(root: FastifyInstance, { ctx }: AppDeps): void {
   const app = root.withTypeProvider<ZodTypeProvider>();
@@ -56,7 +59,9 @@ export function bucketObjectRoutes(root: FastifyInstance, { ctx }: AppDeps): voi
       response: {
         200: z.object({
           bucket: z.string(),
-          objects: z.array(z.object({ key: z.string(), sizeBytes: z.number(), lastModified: z.string() })),
+          objects: z.array(
+            z.object({ key: z.string(), sizeBytes: z.number(), lastModified: z.string() }),
+          ),
           nextCursor: z.string().optional(),
         }),
       },
@@ -70,7 +75,11 @@ export function bucketObjectRoutes(root: FastifyInstance, { ctx }: AppDeps): voi
       });
       return {
         bucket: bucket.name,
-        objects: page.objects.map((o) => ({ key: o.key, sizeBytes: o.size, lastModified: o.lastModified.toISOString() })),
+        objects: page.objects.map((o) => ({
+          key: o.key,
+          sizeBytes: o.size,
+          lastModified: o.lastModified.toISOString(),
+        })),
         ...(page.truncated && page.last ? { nextCursor: encodeCursor(page.last) } : {}),
       };
     },
@@ -88,7 +97,10 @@ export function bucketObjectRoutes(root: FastifyInstance, { ctx }: AppDeps): voi
     handler: async (req) => {
       const bucket = await findBucket(ctx.db, principalOf(req).orgId, req.params.name);
       const wanted = Array.isArray(req.query.key) ? req.query.key : [req.query.key];
-      return { bucket: bucket.name, deleted: await deleteObjects(ctx, bucket.id, [...new Set(wanted)]) };
+      return {
+        bucket: bucket.name,
+        deleted: await deleteObjects(ctx, bucket.id, [...new Set(wanted)]),
+      };
     },
   });
 }

@@ -1,0 +1,93 @@
+/**
+ * The S3 gateway's own error renderer: S3 clients expect S3's XML error bodies and codes,
+ * never the JSON of the control API.
+ */
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { ObjectError } from '../../services/buckets/object-error.js';
+import { BlobError } from '../blobs/blob-store.js';
+import { SigV4Error } from '../sigv4/errors.js';
+import { xmlDocument, type XmlNode } from './xml.js';
+
+interface S3Failure {
+  status: number;
+  code: string;
+  message: string;
+  fields: Record<string, string>;
+}
+
+function classify(err: unknown): S3Failure | undefined {
+  if (err instanceof ObjectError)
+    return { status: err.status, code: err.code, message: err.message, fields: err.fields };
+  if (err instanceof SigV4Error) {
+    return {
+      status: err.status,
+      code: err.code,
+      message: err.message,
+      fields: (err.details ?? {}) as Record<string, string>,
+    };
+  }
+  if (err instanceof BlobError) {
+    if (err.code === 'too-large')
+      return {
+        status: 400,
+        code: 'EntityTooLarge',
+        message: 'Your proposed upload exceeds the maximum allowed size.',
+        fields: {},
+      };
+    if (err.code === 'not-found')
+      return {
+        status: 404,
+        code: 'NoSuchKey',
+        message: 'The specified key does not exist.',
+        fields: {},
+      };
+    if (err.code === 'aborted')
+      return {
+        status: 400,
+        code: 'IncompleteBody',
+        message: 'The request body ended early.',
+        fields: {},
+      };
+  }
+  const fe = err as { code?: string; statusCode?: number };
+  if (fe?.code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
+    return {
+      status: 400,
+      code: 'EntityTooLarge',
+      message: 'Your proposed upload exceeds the maximum allowed size.',
+      fields: {},
+    };
+  }
+  return undefined;
+}
+
+export function sendS3Error(
+  req: FastifyRequest,
+  reply: FastifyReply,
+  err: unknown,
+  resource: string,
+): FastifyReply {
+  let failure = classify(err);
+  if (!failure) {
+    req.log.error({ err }, 's3 gateway failure');
+    failure = {
+      status: 500,
+      code: 'InternalError',
+      message: `We encountered an internal error (request ${req.id}).`,
+      fields: {},
+    };
+  }
+  const body: XmlNode = {
+    Code: failure.code,
+    Message: failure.message,
+    ...failure.fields,
+    Resource: resource,
+    RequestId: req.id,
+  };
+  reply
+    .code(failure.status)
+    .header('content-type', 'application/xml')
+    .header('x-amz-request-id', req.id);
+  // HEAD answers carry no body; clients read the status alone.
+  return reply.send(req.method === 'HEAD' ? undefined : xmlDocument('Error', body, false));
+}
