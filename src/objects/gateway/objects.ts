@@ -179,14 +179,12 @@ async function handleCopyObject(
     metadata: replace ? metadataOf(req) : meta.metadata,
   });
   reply.header('content-type', 'application/xml');
-  return reply
-    .code(200)
-    .send(
-      xmlDocument('CopyObjectResult', {
-        LastModified: isoDate(copied.lastModified),
-        ETag: copied.etag,
-      }),
-    );
+  return reply.code(200).send(
+    xmlDocument('CopyObjectResult', {
+      LastModified: isoDate(copied.lastModified),
+      ETag: copied.etag,
+    }),
+  );
 }
 
 export async function handleDeleteObject(
