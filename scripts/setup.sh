@@ -3,6 +3,7 @@
 # a second run installs nothing and changes nothing.
 #   - PostgreSQL server binaries: the embedded state store (and, later, managed databases)
 #   - openssh-client: ssh-keygen, used by the tests to make real SSH keys
+#   - awscli and s3cmd: S3 clients nobody here wrote, which the bucket tests drive
 #   - the unprivileged `pier` service user that runs the servers pier starts
 set -euo pipefail
 
@@ -12,6 +13,8 @@ if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 need=()
 compgen -G '/usr/lib/postgresql/*/bin/postgres' >/dev/null || need+=(postgresql)
 command -v ssh-keygen >/dev/null || need+=(openssh-client)
+command -v aws >/dev/null || need+=(awscli)
+command -v s3cmd >/dev/null || need+=(s3cmd)
 
 if [ ${#need[@]} -gt 0 ]; then
   echo "setup: installing ${need[*]}"

@@ -195,7 +195,6 @@ export function blobStoreContract(
         peak = Math.max(peak, process.memoryUsage().rss);
         expect(result.size).toBe(total);
         expect(result.md5.equals(hash.digest())).toBe(true);
-        console.log('rss growth MiB', (peak - before) / MiB);
         expect(peak - before).toBeLessThan(h.rssBudget);
         // Read back in a streaming way too: hash it rather than hold it.
         const back = createHash('md5');

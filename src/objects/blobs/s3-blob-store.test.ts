@@ -10,6 +10,7 @@ import {
   DeleteObjectsCommand,
   ListMultipartUploadsCommand,
   ListObjectsV2Command,
+  PutObjectCommand,
   S3Client,
 } from '@aws-sdk/client-s3';
 import { describe, expect, it } from 'vitest';
@@ -91,13 +92,20 @@ describe.skipIf(!url)('S3BlobStore', () => {
     { bigTimeout: 300_000 },
   );
 
-  it('keeps blobs at <prefix><ns>/<id>, and sweeps stale temp keys', async () => {
+  it('keeps blobs at <prefix><ns>/<id>, and sweeps stale temp keys only', async () => {
     const { store, client } = makeStore();
     await store.put('ns-layout', 'blob-one', bodyOf(Buffer.from('x')));
+    const stale = `${store.prefix}.tmp/${randomUUID()}`;
+    await client.send(new PutObjectCommand({ Bucket: store.bucket, Key: stale, Body: 'x' }));
+    expect((await keysUnder(client, store.bucket, store.prefix)).sort()).toEqual(
+      [`${store.prefix}.tmp/${stale.split('/').pop()}`, `${store.prefix}ns-layout/blob-one`].sort(),
+    );
+    // A cutoff in the past spares it; one in the future (all is older) removes temp keys only.
+    expect(await store.sweepTemp(new Date(Date.now() - 3_600_000))).toBe(0);
+    expect(await store.sweepTemp(new Date(Date.now() + 3_600_000))).toBe(1);
     expect(await keysUnder(client, store.bucket, store.prefix)).toEqual([
       `${store.prefix}ns-layout/blob-one`,
     ]);
-    expect(await store.sweepTemp(new Date(Date.now() + 3_600_000))).toBe(0);
     await store.deleteNamespace('ns-layout');
     expect(await keysUnder(client, store.bucket, store.prefix)).toEqual([]);
     client.destroy();

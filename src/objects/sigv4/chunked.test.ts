@@ -162,7 +162,7 @@ describe("AWS's multi-chunk example", () => {
 
   it('refuses a tampered second chunk, a swapped signature and a wrong seed', async () => {
     const second = awsExampleBody();
-    second[second.length - 200] ^= 1;
+    second.writeUInt8(second.readUInt8(second.length - 200) ^ 1, second.length - 200);
     expect((await failure(decode(second, { payload: signed() }))).code).toBe(
       'SignatureDoesNotMatch',
     );
@@ -181,7 +181,7 @@ describe("AWS's multi-chunk example", () => {
 
   it('refuses a truncated body with IncompleteBody', async () => {
     const body = awsExampleBody();
-    for (const cut of [body.length - 2, body.length - 90, 70000, 50]) {
+    for (const cut of [body.length - 2, body.length - 90, 66000, 50, 0]) {
       const err = await failure(decode(body.subarray(0, cut), { payload: signed() }));
       expect(err).toMatchObject({ code: 'IncompleteBody', status: 400 });
     }

@@ -130,6 +130,9 @@ function decodedLength(headers: HeaderBag): number | undefined {
  * {@link AwsChunkedDecoder}), and any `x-amz-checksum-*` header or trailer (`BadDigest`).
  * The failure comes before the stream ends, so a store that commits on end commits only
  * verified data.
+ *
+ * @throws {SigV4Error} at once (`InvalidArgument`, `InvalidRequest`) when
+ *   `x-amz-decoded-content-length` or an `x-amz-checksum-*` header is malformed.
  */
 export function createBodyVerifier(
   auth: Pick<VerifiedAuth, 'payload'>,
