@@ -17,6 +17,8 @@ const MACHINE_POSTGRES = 'postgresql://postgres@127.0.0.1:5432/postgres';
 export interface BenchPlatform {
   url: string;
   operatorToken: string;
+  /** pier's data dir (object bytes live under `objects/`); removed by `close()`. */
+  dataDir: string;
   /** Where pier keeps its state in this run, for the report. */
   store: string;
   close(): Promise<void>;
@@ -56,7 +58,7 @@ export async function startBenchPlatform(): Promise<BenchPlatform> {
     });
     const platform = await startPlatform(config);
     cleanup.push(() => platform.close());
-    return { url: platform.url, operatorToken: platform.operatorToken, store, close };
+    return { url: platform.url, operatorToken: platform.operatorToken, dataDir, store, close };
   } catch (err) {
     await close().catch(() => {}); // the start-up failure is the one worth reporting
     throw err;

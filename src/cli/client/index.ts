@@ -1,6 +1,7 @@
 /** Client commands talking to a pier API: login, tokens, ssh-keys, apps, secrets. */
 import type { Command } from 'commander';
 import { registerApps } from './apps.js';
+import { registerBuckets } from './buckets.js';
 import { registerLogin } from './login.js';
 import { registerSecrets } from './secrets.js';
 import { registerSshKeys } from './ssh-keys.js';
@@ -13,4 +14,5 @@ export function registerClientCommands(program: Command): void {
   registerSshKeys(program);
   registerApps(program);
   registerSecrets(program);
+  registerBuckets(program);
 }

@@ -10,6 +10,11 @@
  * ('too-large'). Concatenation streams every part back through this process to hash the
  * whole (S3 cannot give an MD5 of a multipart object), so it downloads and uploads the
  * whole object once; fine for pier's sizes, and it has no part-size rules to work around.
+ *
+ * A crash mid-write leaves a temp key or an unfinished multipart upload, invisible but
+ * billed: {@link S3BlobStore.sweepTemp} removes them. The credentials need s3:ListBucket
+ * besides object read, write and delete: without it, S3 answers 403 rather than 404 for
+ * a missing key, which this store reports as 'backend' instead of 'not-found'.
  */
 import { randomUUID } from 'node:crypto';
 import { Readable } from 'node:stream';
@@ -292,10 +297,8 @@ export class S3BlobStore implements BlobStore {
       throw failure;
     });
     const [fed, uploaded] = await Promise.allSettled([pipeline(source, meter), uploading]);
-    if (fed.status === 'rejected') {
-      await upload.abort().catch(() => {});
-      throw writeFailure(fed.reason, origin, `uploading ${key}`);
-    }
+    // Both have settled, so a failed upload has already been aborted on the service.
+    if (fed.status === 'rejected') throw writeFailure(fed.reason, origin, `uploading ${key}`);
     if (uploaded.status === 'rejected') throw uploaded.reason;
     return meter.result();
   }

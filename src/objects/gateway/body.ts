@@ -6,7 +6,7 @@
 import type { FastifyRequest } from 'fastify';
 import type { Readable } from 'node:stream';
 import { ObjectError } from '../../services/buckets/object-error.js';
-import type { PutOptions } from '../../services/buckets/objects.js';
+import { MAX_PUT_BYTES, type PutOptions } from '../../services/buckets/objects.js';
 import {
   claimedChecksums,
   checksumField,
@@ -36,8 +36,20 @@ export function requestBody(req: FastifyRequest, auth: VerifiedAuth): RequestBod
   const chunked =
     auth.payload.kind === 'streaming-signed' || auth.payload.kind === 'streaming-unsigned-trailer';
   const length = req.headers['content-length'];
+  // Refuse what is too large before reading it, so the client gets an S3 error, not a reset.
+  const declared = Number(chunked ? req.headers['x-amz-decoded-content-length'] : length);
+  if (Number.isFinite(declared) && declared > MAX_PUT_BYTES) {
+    throw new ObjectError('EntityTooLarge', 'Your proposed upload exceeds the maximum allowed size.', {
+      ProposedSize: String(declared),
+      MaxSizeAllowed: String(MAX_PUT_BYTES),
+    });
+  }
   const verifier = createBodyVerifier(auth, req.headers);
   const raw = req.raw;
+  // The verifier can fail before its consumer attaches (a small body arrives whole while the
+  // blob store opens its file): without a listener that would be an uncaught 'error' and end
+  // the process. The consumer still sees the failure, as the stream stays errored.
+  verifier.on('error', () => {});
   raw.on('error', (err) => verifier.destroy(err));
   raw.on('close', () => {
     if (!raw.complete)

@@ -27,6 +27,10 @@ function classify(err: unknown): S3Failure | undefined {
     };
   }
   if (err instanceof BlobError) {
+    // The body verifier failed (digest, chunk signature, checksum): that is the answer,
+    // not the store's view of it as an aborted or failed write.
+    if (err.cause instanceof ObjectError || err.cause instanceof SigV4Error)
+      return classify(err.cause);
     if (err.code === 'too-large')
       return {
         status: 400,

@@ -39,8 +39,9 @@ export interface PutOptions {
 export const MAX_PUT_BYTES = 5 * 1024 ** 3;
 const LAST_CHAR = String.fromCodePoint(0x10ffff);
 
+/** 32 hex characters: random, so no key ever shapes a path, and spread over 256 directories. */
 export function newBlobId(): string {
-  return `b${randomBytes(16).toString('hex')}`;
+  return randomBytes(16).toString('hex');
 }
 
 function checkDigests(r: BlobWriteResult, opts: PutOptions): void {

@@ -1,0 +1,326 @@
+/**
+ * The child process of the object benchmarks (see s3-load.ts): runs one job given as a
+ * JSON argument and prints its result as one JSON line on stdout. Jobs drive either pier's
+ * S3 gateway with the AWS SDK (as customers do: default settings, so CRC32 checksums and,
+ * over plain http, a signed SHA-256 of every body) or plain file I/O on the same
+ * filesystem, the raw-disk baseline. Around each measured phase it prints a mark on stderr
+ * (`@@phase start|end NAME`) so that the parent can measure pier's CPU over that phase.
+ *
+ * Any error answer, short read or wrong ETag throws: the worker exits 1 with the reason on
+ * stderr, and the benchmark fails. The SDK does not retry (maxAttempts 1), so no error is
+ * hidden behind a successful retry.
+ */
+import {
+  GetObjectCommand,
+  PutObjectCommand,
+  S3Client,
+  S3ServiceException,
+} from '@aws-sdk/client-s3';
+import { createCipheriv, createHash } from 'node:crypto';
+import { open, readFile, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { createHistogram, type RecordableHistogram } from 'node:perf_hooks';
+import { Readable } from 'node:stream';
+import type { S3Target } from './s3-bucket.js';
+import {
+  PHASE_MARK,
+  type PhaseResult,
+  type S3Job,
+  type SmallJob,
+  type SmallResult,
+  type ThroughputJob,
+  type ThroughputResult,
+} from './s3-load.js';
+
+/** Reads move 1 MiB at a time, as pier's blob store reads them. */
+const READ_CHUNK = 1024 * 1024;
+
+/** `size` pseudo-random bytes, the same for the same seed (AES-256-CTR of zeros). */
+function bodyOf(seed: string, size: number): Buffer {
+  const key = createHash('sha256').update(seed).digest();
+  const cipher = createCipheriv('aes-256-ctr', key, Buffer.alloc(16));
+  return Buffer.concat([cipher.update(Buffer.alloc(size)), cipher.final()]);
+}
+
+function nowUs(): number {
+  return Number(process.hrtime.bigint() / 1000n);
+}
+
+/** Reads and writes of whole objects by name: one side of a comparison. */
+interface ObjectIo {
+  /** Writes the body under `name`. */
+  put(name: string): Promise<void>;
+  /** Reads `name` to its end without keeping it; answers the bytes read. */
+  get(name: string): Promise<number>;
+  close(): void;
+}
+
+function diskIo(dir: string, body: Buffer, fsync: boolean): ObjectIo {
+  return {
+    async put(name) {
+      const handle = await open(path.join(dir, name), 'w', 0o600);
+      try {
+        for (let at = 0; at < body.length; ) {
+          const { bytesWritten } = await handle.write(body, at, body.length - at);
+          at += bytesWritten;
+        }
+        if (fsync) await handle.sync();
+      } finally {
+        await handle.close();
+      }
+    },
+    async get(name) {
+      const handle = await open(path.join(dir, name), 'r');
+      const chunk = Buffer.allocUnsafe(READ_CHUNK);
+      let bytes = 0;
+      try {
+        for (;;) {
+          const { bytesRead } = await handle.read(chunk, 0, chunk.length, null);
+          if (bytesRead === 0) return bytes;
+          bytes += bytesRead;
+        }
+      } finally {
+        await handle.close();
+      }
+    },
+    close() {},
+  };
+}
+
+function s3Io(target: S3Target, prefix: string, body: Buffer): ObjectIo {
+  const client = new S3Client({
+    endpoint: target.endpoint,
+    region: target.region,
+    forcePathStyle: true,
+    credentials: { accessKeyId: target.accessKeyId, secretAccessKey: target.secretAccessKey },
+    maxAttempts: 1,
+  });
+  const etag = `"${createHash('md5').update(body).digest('hex')}"`;
+  const Bucket = target.bucket;
+  return {
+    async put(name) {
+      const out = await client.send(new PutObjectCommand({ Bucket, Key: prefix + name, Body: body }));
+      if (out.ETag !== etag) throw new Error(`PUT ${prefix}${name} answered ETag ${out.ETag}`);
+    },
+    async get(name) {
+      const out = await client.send(new GetObjectCommand({ Bucket, Key: prefix + name }));
+      if (out.ETag !== etag) throw new Error(`GET ${prefix}${name} answered ETag ${out.ETag}`);
+      if (!(out.Body instanceof Readable)) throw new Error('GetObject answered no stream');
+      let bytes = 0;
+      for await (const chunk of out.Body as AsyncIterable<Uint8Array>) bytes += chunk.byteLength;
+      return bytes;
+    },
+    close: () => client.destroy(),
+  };
+}
+
+function ioOf(job: S3Job, body: Buffer): ObjectIo {
+  if (job.kind.startsWith('disk-')) {
+    if (!job.dir) throw new Error(`${job.kind} needs dir`);
+    return diskIo(job.dir, body, 'fsync' in job ? job.fsync === true : false);
+  }
+  if (!job.target) throw new Error(`${job.kind} needs target`);
+  return s3Io(job.target, job.prefix ?? '', body);
+}
+
+/** Reads `name` and fails unless it is exactly `size` bytes. */
+async function getChecked(io: ObjectIo, name: string, size: number): Promise<void> {
+  const bytes = await io.get(name);
+  if (bytes !== size) throw new Error(`read ${bytes} bytes of ${name}, expected ${size}`);
+}
+
+function phaseMark(edge: 'start' | 'end', name: string): void {
+  process.stderr.write(`${PHASE_MARK}${edge} ${name}\n`);
+}
+
+/** Runs `fn` as the measured phase `name`; answers its wall time and the worker's CPU. */
+async function measured<T>(
+  name: string,
+  fn: () => Promise<T>,
+): Promise<{ value: T; seconds: number; cores: number }> {
+  phaseMark('start', name);
+  const cpu = process.cpuUsage();
+  const started = nowUs();
+  const value = await fn();
+  const wallUs = nowUs() - started;
+  const used = process.cpuUsage(cpu);
+  phaseMark('end', name);
+  return { value, seconds: wallUs / 1e6, cores: (used.user + used.system) / wallUs };
+}
+
+function range(n: number): number[] {
+  return Array.from({ length: n }, (_, i) => i);
+}
+
+/** `streams` loops over `perStream` objects each; `op` is timed per object. */
+async function fixedRound(
+  streams: number,
+  perStream: number,
+  latencyUs: RecordableHistogram,
+  op: (stream: number, index: number) => Promise<void>,
+): Promise<void> {
+  await Promise.all(
+    range(streams).map(async (s) => {
+      for (let i = 0; i < perStream; i++) {
+        const started = nowUs();
+        await op(s, i);
+        latencyUs.record(Math.max(1, nowUs() - started));
+      }
+    }),
+  );
+}
+
+function phaseResult(
+  objects: number,
+  size: number,
+  seconds: number,
+  latencyUs: RecordableHistogram,
+): PhaseResult {
+  const bytes = objects * size;
+  return {
+    objects,
+    bytes,
+    seconds,
+    mbPerSec: bytes / seconds / 1e6,
+    objectsPerSec: objects / seconds,
+    p50Ms: latencyUs.percentile(50) / 1000,
+    p99Ms: latencyUs.percentile(99) / 1000,
+  };
+}
+
+async function throughput(job: ThroughputJob): Promise<ThroughputResult> {
+  const body = bodyOf(job.seed, job.size);
+  const io = ioOf(job, body);
+  try {
+    // Warm-up, unmeasured: each stream writes objects until warmupS is over (at least one),
+    // then reads them back. Its write rate calibrates perStream when it is not given.
+    const warmEnd = Date.now() + job.warmupS * 1000;
+    const written: number[] = range(job.streams).map(() => 0);
+    const warmStarted = nowUs();
+    await Promise.all(
+      range(job.streams).map(async (s) => {
+        do await io.put(`warm-${s}-${written[s]!++}`);
+        while (Date.now() < warmEnd);
+      }),
+    );
+    const warmSeconds = (nowUs() - warmStarted) / 1e6;
+    await Promise.all(
+      range(job.streams).map(async (s) => {
+        for (let i = 0; i < written[s]!; i++) await getChecked(io, `warm-${s}-${i}`, job.size);
+      }),
+    );
+
+    let perStream = job.perStream;
+    if (perStream === undefined) {
+      const rate = (written.reduce((a, b) => a + b, 0) * job.size) / warmSeconds;
+      const roundBytes = job.streams * job.size;
+      const wanted = Math.round(((job.targetS ?? 5) * rate) / roundBytes);
+      const room = Math.floor((job.maxBytes ?? Infinity) / roundBytes);
+      perStream = Math.max(1, Math.min(wanted, room));
+    }
+    const n = perStream;
+
+    const putLatency = createHistogram();
+    const put = await measured('put', () =>
+      fixedRound(job.streams, n, putLatency, (s, i) => io.put(`obj-${s}-${i}`)),
+    );
+    const getLatency = createHistogram();
+    const get = await measured('get', () =>
+      fixedRound(job.streams, n, getLatency, (s, i) => getChecked(io, `obj-${s}-${i}`, job.size)),
+    );
+    const objects = job.streams * n;
+    return {
+      perStream: n,
+      put: phaseResult(objects, job.size, put.seconds, putLatency),
+      get: phaseResult(objects, job.size, get.seconds, getLatency),
+      workerCores: { put: put.cores, get: get.cores },
+      serverCores: { put: 0, get: 0 }, // filled in by the parent, which runs pier
+    };
+  } finally {
+    io.close();
+  }
+}
+
+/** `concurrency` loops calling `op` until `seconds` are over; answers the ops completed. */
+async function timedLoops(
+  concurrency: number,
+  seconds: number,
+  latencyUs: RecordableHistogram | undefined,
+  op: (n: number) => Promise<void>,
+): Promise<number> {
+  const end = Date.now() + seconds * 1000;
+  let next = 0;
+  let done = 0;
+  await Promise.all(
+    range(concurrency).map(async () => {
+      while (Date.now() < end) {
+        const started = nowUs();
+        await op(next++);
+        latencyUs?.record(Math.max(1, nowUs() - started));
+        done++;
+      }
+    }),
+  );
+  return done;
+}
+
+async function small(job: SmallJob): Promise<SmallResult> {
+  const body = bodyOf(job.seed, job.size);
+  const io = ioOf(job, body);
+  try {
+    let op: (n: number) => Promise<void>;
+    let warmOp: ((n: number) => Promise<void>) | undefined;
+    if (job.kind === 'disk-small-read') {
+      const dir = job.dir!;
+      await Promise.all(range(job.keys).map((i) => writeFile(path.join(dir, `small-${i}`), body)));
+      op = async (n) => {
+        const bytes = await readFile(path.join(dir, `small-${n % job.keys}`));
+        if (bytes.length !== job.size) throw new Error(`readFile answered ${bytes.length} bytes`);
+      };
+    } else if (job.kind === 's3-small-get') {
+      await Promise.all(range(job.keys).map((i) => io.put(`get-${i}`)));
+      op = (n) => getChecked(io, `get-${n % job.keys}`, job.size);
+    } else {
+      // Every PUT makes a new object (no overwrite, so no blob-deletion job per write).
+      op = (n) => io.put(`put-${n}`);
+      warmOp = (n) => io.put(`put-warm-${n}`);
+    }
+    if (job.warmupS > 0) await timedLoops(job.concurrency, job.warmupS, undefined, warmOp ?? op);
+    const latencyUs = createHistogram();
+    const run = await measured('run', () =>
+      timedLoops(job.concurrency, job.durationS, latencyUs, op),
+    );
+    return {
+      ops: run.value,
+      seconds: run.seconds,
+      opsPerSec: run.value / run.seconds,
+      p50Ms: latencyUs.percentile(50) / 1000,
+      p99Ms: latencyUs.percentile(99) / 1000,
+      workerCores: run.cores,
+    };
+  } finally {
+    io.close();
+  }
+}
+
+function describe(err: unknown): string {
+  if (err instanceof S3ServiceException) {
+    const status = err.$metadata.httpStatusCode ?? 'no status';
+    return `S3 error answer: HTTP ${status} ${err.name}: ${err.message}`;
+  }
+  return err instanceof Error ? (err.stack ?? err.message) : String(err);
+}
+
+const arg = process.argv[2];
+if (!arg) throw new Error('usage: s3-worker.ts <S3Job as JSON>');
+const job = JSON.parse(arg) as S3Job;
+try {
+  const result =
+    job.kind === 'disk-throughput' || job.kind === 's3-throughput'
+      ? await throughput(job)
+      : await small(job);
+  process.stdout.write(`${JSON.stringify(result)}\n`);
+} catch (err) {
+  process.stderr.write(`${job.kind} failed: ${describe(err)}\n`);
+  process.exitCode = 1;
+}

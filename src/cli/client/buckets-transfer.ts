@@ -1,0 +1,237 @@
+/**
+ * Moving object bytes between this machine and the S3 gateway through presigned URLs.
+ * Both directions stream, so an object of any size costs a few chunks of memory, and a
+ * download only takes its final name once every byte is on disk.
+ */
+import { randomBytes } from 'node:crypto';
+import { createReadStream, createWriteStream, unlinkSync } from 'node:fs';
+import { rename, rm, stat } from 'node:fs/promises';
+import path from 'node:path';
+import type { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import type { Presigned } from './buckets-types.js';
+import { ApiCallError, CliError, NetworkError } from './errors.js';
+import { Progress } from './progress.js';
+
+/** Where an upload's bytes come from. */
+export interface Source {
+  stream: Readable;
+  /** Unknown for stdin. */
+  size?: number;
+}
+
+/** How a transfer shows its progress. */
+export interface MeterOptions {
+  label: string;
+  show: boolean;
+}
+
+/** Opens a local file for upload, or stdin for `-`. */
+export async function openSource(file: string): Promise<Source> {
+  if (file === '-') {
+    if (process.stdin.isTTY)
+      process.stderr.write('Reading the object from stdin; end with Ctrl-D.\n');
+    return { stream: process.stdin };
+  }
+  const info = await stat(file).catch((err: NodeJS.ErrnoException) => {
+    throw new CliError(`cannot read ${file}: ${err.code ?? err.message}`);
+  });
+  if (!info.isFile()) throw new CliError(`${file} is not a file`);
+  return { stream: createReadStream(file), size: info.size };
+}
+
+/** PUTs `source` to a presigned URL; answers the number of bytes sent. */
+export async function upload(
+  target: Presigned,
+  source: Source,
+  meter: MeterOptions,
+): Promise<number> {
+  const progress = new Progress({ label: meter.label, total: source.size, enabled: meter.show });
+  const headers: Record<string, string> = { ...target.requiredHeaders };
+  // S3 refuses a PUT without a length; only stdin, whose length nobody knows, goes
+  // chunked, which pier's own gateway accepts.
+  if (source.size !== undefined) headers['content-length'] = String(source.size);
+  const res = await gatewayFetch(target.url, {
+    method: 'PUT',
+    headers,
+    body: webStream(source.stream, progress),
+    duplex: 'half',
+  }).catch((err: unknown) => {
+    progress.abort();
+    throw err;
+  });
+  if (!res.ok) {
+    progress.abort();
+    throw await gatewayError(res);
+  }
+  await res.body?.cancel();
+  progress.finish();
+  return progress.bytes;
+}
+
+/**
+ * GETs a presigned URL into `dest` (a file path, or `-` for stdout); answers the number
+ * of bytes received. Nothing is written unless the gateway answers 2xx.
+ */
+export async function download(url: string, dest: string, meter: MeterOptions): Promise<number> {
+  const res = await gatewayFetch(url, { method: 'GET' });
+  if (!res.ok) throw await gatewayError(res);
+  const length = res.headers.get('content-length');
+  const total = length === null ? undefined : Number(length);
+  const progress = new Progress({ label: meter.label, total, enabled: meter.show });
+  const chunks = counted(res.body ?? emptyBody(), progress);
+  // A connection cut at the wrong moment can look like a clean end of a shorter body.
+  const checkComplete = () => {
+    if (total !== undefined && progress.bytes !== total) {
+      throw new NetworkError(`the download ended early: ${progress.bytes} of ${total} bytes`);
+    }
+  };
+  try {
+    if (dest === '-') await toStdout(chunks);
+    else await toFile(chunks, dest, checkComplete);
+  } catch (err) {
+    progress.abort();
+    throw transferError(err, dest);
+  }
+  progress.finish();
+  return progress.bytes;
+}
+
+/**
+ * Turns a gateway error answer (S3 XML: `<Error><Code>…</Code><Message>…</Message>`) into
+ * an `ApiCallError`, which prints as `pier: <Message> (<Code>)`.
+ */
+export async function gatewayError(res: Response): Promise<ApiCallError> {
+  const text = await res.text().catch(() => '');
+  const code = xmlText(text, 'Code');
+  const fallback = `the gateway answered HTTP ${res.status}`;
+  if (code) return new ApiCallError(res.status, code, xmlText(text, 'Message') ?? fallback);
+  return new ApiCallError(res.status, `http-${res.status}`, fallback);
+}
+
+/**
+ * A web stream pulling from a Node stream one chunk at a time. Readable.toWeb would do,
+ * but on Node 20 it counts chunks rather than bytes against its high-water mark and can
+ * read far ahead of the network; pulling keeps at most a chunk or two in memory.
+ */
+function webStream(source: Readable, progress: Progress): ReadableStream<Uint8Array> {
+  const chunks = source[Symbol.asyncIterator]() as AsyncIterator<Buffer>;
+  return new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      const next = await chunks.next();
+      if (next.done) return controller.close();
+      progress.add(next.value.byteLength);
+      controller.enqueue(next.value);
+    },
+    async cancel() {
+      // Ending the iterator destroys the file stream and closes its descriptor.
+      await chunks.return?.();
+    },
+  });
+}
+
+async function* counted(
+  body: AsyncIterable<Uint8Array>,
+  progress: Progress,
+): AsyncGenerator<Uint8Array> {
+  for await (const chunk of body) {
+    progress.add(chunk.byteLength);
+    yield chunk;
+  }
+}
+
+async function* emptyBody(): AsyncGenerator<Uint8Array> {}
+
+async function toStdout(chunks: AsyncIterable<Uint8Array>): Promise<void> {
+  try {
+    await pipeline(chunks, process.stdout);
+  } catch (err) {
+    // The reader went away (`| head`): what it wanted it has, which is not a failure.
+    if ((err as NodeJS.ErrnoException).code !== 'EPIPE') throw err;
+  }
+}
+
+/**
+ * Writes to a temporary file beside the target and renames it at the end, so a failed
+ * or interrupted download never leaves a half file under the name asked for.
+ */
+async function toFile(
+  chunks: AsyncIterable<Uint8Array>,
+  target: string,
+  check: () => void,
+): Promise<void> {
+  const tmp = path.join(
+    path.dirname(target),
+    `.${path.basename(target)}.${randomBytes(4).toString('hex')}.pier-part`,
+  );
+  // A listener replaces the default exit on these signals, so it must exit itself.
+  const onSignal = (signal: NodeJS.Signals) => {
+    try {
+      unlinkSync(tmp);
+    } catch {
+      // Not created yet, or already gone: nothing to clean.
+    }
+    process.exit(signal === 'SIGINT' ? 130 : 143);
+  };
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
+  try {
+    await pipeline(chunks, createWriteStream(tmp, { flags: 'wx' }));
+    check();
+    await rename(tmp, target);
+  } catch (err) {
+    await rm(tmp, { force: true });
+    throw err;
+  } finally {
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
+  }
+}
+
+/** fetch, with a refused or broken connection reported the way the API client does. */
+async function gatewayFetch(url: string, init: RequestInit): Promise<Response> {
+  try {
+    return await fetch(url, init);
+  } catch (err) {
+    throw new NetworkError(`cannot reach ${new URL(url).origin}: ${reasonOf(err)}`);
+  }
+}
+
+/** Local file errors name the file; anything else broke on the network side. */
+function transferError(err: unknown, dest: string): unknown {
+  if (err instanceof CliError || err instanceof ApiCallError || err instanceof NetworkError) {
+    return err;
+  }
+  const e = err as NodeJS.ErrnoException;
+  if (typeof e.syscall === 'string') return new CliError(`cannot write ${dest}: ${e.code}`);
+  return new NetworkError(`the download broke off: ${reasonOf(err)}`);
+}
+
+/** fetch hides the useful part (ECONNREFUSED, ENOTFOUND) in `cause`. */
+function reasonOf(err: unknown): string {
+  const cause = (err as { cause?: { code?: unknown; message?: unknown } }).cause;
+  if (typeof cause?.code === 'string') return cause.code;
+  if (typeof cause?.message === 'string') return cause.message;
+  return err instanceof Error ? err.message : String(err);
+}
+
+const XML_ENTITIES: Record<string, string> = {
+  amp: '&',
+  lt: '<',
+  gt: '>',
+  quot: '"',
+  apos: "'",
+};
+
+/** The text of the first `<tag>` element; enough for S3's flat error documents. */
+function xmlText(xml: string, tag: string): string | undefined {
+  const m = new RegExp(`<${tag}>([^<]*)</${tag}>`).exec(xml);
+  if (!m) return undefined;
+  return (m[1] ?? '').replace(/&(#x[0-9a-f]+|#\d+|\w+);/gi, (all, name: string) => {
+    if (name.startsWith('#x') || name.startsWith('#X')) {
+      return String.fromCodePoint(parseInt(name.slice(2), 16));
+    }
+    if (name.startsWith('#')) return String.fromCodePoint(parseInt(name.slice(1), 10));
+    return XML_ENTITIES[name] ?? all;
+  });
+}
