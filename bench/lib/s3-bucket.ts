@@ -108,3 +108,25 @@ export async function deleteBenchBucket(
     await sleep(100);
   }
 }
+
+/**
+ * Runs `fn` with a fresh bucket and deletes the bucket afterwards (waiting for its purge),
+ * whether `fn` succeeded or not; a failure of `fn` is the one reported.
+ */
+export async function withBenchBucket<T>(
+  p: BenchPlatform,
+  org: BenchOrg,
+  prefix: string,
+  fn: (bucket: BenchBucket) => Promise<T>,
+): Promise<T> {
+  const bucket = await createBenchBucket(p, org, prefix);
+  let result: T;
+  try {
+    result = await fn(bucket);
+  } catch (err) {
+    await deleteBenchBucket(p, org, bucket).catch(() => {});
+    throw err;
+  }
+  await deleteBenchBucket(p, org, bucket);
+  return result;
+}

@@ -52,6 +52,10 @@ export interface SmallJob {
 
 export type S3Job = ThroughputJob | SmallJob;
 
+export function isThroughputJob(job: S3Job): job is ThroughputJob {
+  return job.kind === 'disk-throughput' || job.kind === 's3-throughput';
+}
+
 /** One measured phase of a throughput job. */
 export interface PhaseResult {
   objects: number;
@@ -75,6 +79,10 @@ export interface ThroughputResult {
   serverCores: { put: number; get: number };
 }
 
+/** What the worker prints: everything but pier's CPU, which the parent measures. */
+export type ThroughputWorkerResult = Omit<ThroughputResult, 'serverCores'>;
+export type SmallWorkerResult = Omit<SmallResult, 'serverCores'>;
+
 export interface SmallResult {
   ops: number;
   seconds: number;
@@ -96,7 +104,7 @@ export const PHASE_MARK = '@@phase ';
 
 export function runThroughputJob(job: ThroughputJob, limitS: number): Promise<ThroughputResult> {
   return runWorker(job, limitS).then(({ output, server }) => {
-    const r = output as Omit<ThroughputResult, 'serverCores'>;
+    const r = output as ThroughputWorkerResult;
     if (!isPhase(r.put) || !isPhase(r.get) || typeof r.perStream !== 'number') {
       throw new Error(`the ${job.kind} worker printed an unexpected result`);
     }
@@ -106,7 +114,7 @@ export function runThroughputJob(job: ThroughputJob, limitS: number): Promise<Th
 
 export function runSmallJob(job: SmallJob, limitS: number): Promise<SmallResult> {
   return runWorker(job, limitS).then(({ output, server }) => {
-    const r = output as Omit<SmallResult, 'serverCores'>;
+    const r = output as SmallWorkerResult;
     if (typeof r.opsPerSec !== 'number' || typeof r.p99Ms !== 'number') {
       throw new Error(`the ${job.kind} worker printed an unexpected result`);
     }

@@ -24,12 +24,13 @@ import { Readable } from 'node:stream';
 import type { S3Target } from './s3-bucket.js';
 import {
   PHASE_MARK,
+  isThroughputJob,
   type PhaseResult,
   type S3Job,
   type SmallJob,
-  type SmallResult,
+  type SmallWorkerResult,
   type ThroughputJob,
-  type ThroughputResult,
+  type ThroughputWorkerResult,
 } from './s3-load.js';
 
 /** Reads move 1 MiB at a time, as pier's blob store reads them. */
@@ -188,7 +189,7 @@ function phaseResult(
   };
 }
 
-async function throughput(job: ThroughputJob): Promise<ThroughputResult> {
+async function throughput(job: ThroughputJob): Promise<ThroughputWorkerResult> {
   const body = bodyOf(job.seed, job.size);
   const io = ioOf(job, body);
   try {
@@ -234,7 +235,6 @@ async function throughput(job: ThroughputJob): Promise<ThroughputResult> {
       put: phaseResult(objects, job.size, put.seconds, putLatency),
       get: phaseResult(objects, job.size, get.seconds, getLatency),
       workerCores: { put: put.cores, get: get.cores },
-      serverCores: { put: 0, get: 0 }, // filled in by the parent, which runs pier
     };
   } finally {
     io.close();
@@ -264,7 +264,7 @@ async function timedLoops(
   return done;
 }
 
-async function small(job: SmallJob): Promise<SmallResult> {
+async function small(job: SmallJob): Promise<SmallWorkerResult> {
   const body = bodyOf(job.seed, job.size);
   const io = ioOf(job, body);
   try {
@@ -315,10 +315,7 @@ const arg = process.argv[2];
 if (!arg) throw new Error('usage: s3-worker.ts <S3Job as JSON>');
 const job = JSON.parse(arg) as S3Job;
 try {
-  const result =
-    job.kind === 'disk-throughput' || job.kind === 's3-throughput'
-      ? await throughput(job)
-      : await small(job);
+  const result = isThroughputJob(job) ? await throughput(job) : await small(job);
   process.stdout.write(`${JSON.stringify(result)}\n`);
 } catch (err) {
   process.stderr.write(`${job.kind} failed: ${describe(err)}\n`);

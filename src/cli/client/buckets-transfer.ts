@@ -188,8 +188,14 @@ async function toFile(
   }
 }
 
+/**
+ * Node's fetch needs `duplex: 'half'` to send a stream body, but the RequestInit type in
+ * scope (the DOM one, which a dependency's types pull in) does not declare the field.
+ */
+type StreamingRequestInit = RequestInit & { duplex?: 'half' };
+
 /** fetch, with a refused or broken connection reported the way the API client does. */
-async function gatewayFetch(url: string, init: RequestInit): Promise<Response> {
+async function gatewayFetch(url: string, init: StreamingRequestInit): Promise<Response> {
   try {
     return await fetch(url, init);
   } catch (err) {

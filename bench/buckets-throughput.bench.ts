@@ -1,0 +1,195 @@
+/**
+ * Large-object throughput of the S3 gateway against the raw disk. For 1 MiB and 64 MiB
+ * objects, 16 concurrent streams each write N objects, then read them back:
+ *
+ * - baseline: plain file I/O on the same filesystem as pier's data dir, each file fsynced
+ *   before close (pier fsyncs every object before it answers; it also renames the temp
+ *   file into place and fsyncs the directory, and commits a row in PostgreSQL). The same
+ *   run without fsync is reported for context.
+ * - pier: PutObject then GetObject through the gateway with the AWS SDK at its defaults
+ *   (CRC32 checksum header, and over plain http a signed SHA-256 of each body), the GET
+ *   body streamed and counted, never kept.
+ *
+ * N is calibrated from the baseline's warm-up so that its PUT phase lasts about
+ * BENCH_DURATION_S, and pier writes the same N × 16 objects of the very same bytes. The
+ * load runs in a child process (lib/s3-worker.ts) so that the SDK's hashing and signing do
+ * not take pier's event loop. The headline is the comparison with the lowest ratio; every
+ * figure is printed and kept in `notes`.
+ */
+import { mkdtemp, rm } from 'node:fs/promises';
+import path from 'node:path';
+import { compare, type Benchmark } from './lib/benchmark.js';
+import type { LoadResult } from './lib/load.js';
+import { createBenchOrg, startBenchPlatform } from './lib/platform.js';
+import { withBenchBucket } from './lib/s3-bucket.js';
+import { diskDirBeside, phaseBudget } from './lib/s3-disk.js';
+import {
+  runThroughputJob,
+  type PhaseResult,
+  type ThroughputJob,
+  type ThroughputResult,
+} from './lib/s3-load.js';
+
+const STREAMS = 16;
+const SIZES = [
+  { label: '1 MiB', key: '1MiB', bytes: 1024 ** 2 },
+  { label: '64 MiB', key: '64MiB', bytes: 64 * 1024 ** 2 },
+] as const;
+/** The issue's goal: large-object throughput within 70 % of the raw disk. */
+const MIN_RATIO = 0.7;
+
+interface Comparison {
+  size: (typeof SIZES)[number];
+  op: 'PUT' | 'GET';
+  disk: PhaseResult;
+  diskNoFsync: PhaseResult;
+  pier: PhaseResult;
+  ratio: number;
+  serverCores: number;
+  clientCores: number;
+}
+
+function asLoad(p: PhaseResult): LoadResult {
+  return {
+    requestsPerSec: p.objectsPerSec,
+    p50Ms: p.p50Ms,
+    p99Ms: p.p99Ms,
+    non2xx: 0,
+    errors: 0,
+    requests: p.objects,
+    durationS: p.seconds,
+  };
+}
+
+const mb = (n: number) => n.toLocaleString('en-US', { maximumFractionDigits: 0 });
+
+function comparisons(
+  size: (typeof SIZES)[number],
+  disk: ThroughputResult,
+  noFsync: ThroughputResult,
+  pier: ThroughputResult,
+): Comparison[] {
+  return (['put', 'get'] as const).map((phase) => ({
+    size,
+    op: phase === 'put' ? 'PUT' : 'GET',
+    disk: disk[phase],
+    diskNoFsync: noFsync[phase],
+    pier: pier[phase],
+    ratio: pier[phase].mbPerSec / disk[phase].mbPerSec,
+    serverCores: pier.serverCores[phase],
+    clientCores: pier.workerCores[phase],
+  }));
+}
+
+function describe(c: Comparison): string {
+  const verdict = c.ratio >= MIN_RATIO ? 'met' : 'NOT met';
+  return (
+    `  ${c.size.label.padStart(6)} ${c.op}: disk+fsync ${mb(c.disk.mbPerSec)} MB/s ` +
+    `(no fsync ${mb(c.diskNoFsync.mbPerSec)}), pier ${mb(c.pier.mbPerSec)} MB/s, ` +
+    `ratio ${c.ratio.toFixed(2)} (${verdict}); pier p99 ${c.pier.p99Ms.toFixed(0)} ms per object, ` +
+    `CPU pier ${c.serverCores.toFixed(2)} + SDK client ${c.clientCores.toFixed(2)} cores`
+  );
+}
+
+const benchmark: Benchmark = {
+  name: 'buckets-throughput',
+  description: `S3 PutObject/GetObject of 1 MiB and 64 MiB objects, ${STREAMS} streams, vs plain file I/O with fsync`,
+  async run({ durationS, warmupS }) {
+    const pier = await startBenchPlatform();
+    let diskRoot: string | undefined;
+    try {
+      diskRoot = await diskDirBeside(pier.dataDir, 'pier-bench-disk');
+      const org = await createBenchOrg(pier);
+      // Only a hang limit: a slow pier takes longer than the calibrated baseline.
+      const limitS = 20 * (durationS + warmupS) + 300;
+      const all: Comparison[] = [];
+      const notes: Record<string, string | number> = {
+        store: pier.store,
+        streams: STREAMS,
+        baseline:
+          'plain file I/O in a temp dir on the filesystem of the data dir: open, write, fsync, close; ' +
+          'read back with 1 MiB reads (from the page cache, as pier reads)',
+        sdk: 'AWS SDK v3 defaults: CRC32 in x-amz-checksum-crc32, signed SHA-256 payload (http), no retries',
+        load: 'a child process (lib/s3-worker.ts) for both sides; pier runs in the benchmark process',
+      };
+      for (const size of SIZES) {
+        const seed = `buckets-throughput-${size.bytes}`;
+        const common = { size: size.bytes, streams: STREAMS, warmupS, seed };
+        const disk = await runDisk(diskRoot, limitS, {
+          ...common,
+          kind: 'disk-throughput',
+          fsync: true,
+          targetS: durationS,
+          maxBytes: await phaseBudget(diskRoot),
+        });
+        const perStream = disk.perStream;
+        const measured = await withBenchBucket(pier, org, `bench-tp-${size.key.toLowerCase()}`, (b) =>
+          runThroughputJob(
+            { ...common, kind: 's3-throughput', perStream, target: b.target, prefix: 'tp/' },
+            limitS,
+          ),
+        );
+        // Last, so that the dirty pages it leaves behind do not slow the fsync runs down.
+        const noFsync = await runDisk(diskRoot, limitS, {
+          ...common,
+          kind: 'disk-throughput',
+          fsync: false,
+          perStream,
+        });
+        const found = comparisons(size, disk, noFsync, measured);
+        for (const c of found) console.log(describe(c));
+        all.push(...found);
+        notes[`${size.key}_objectsPerStream`] = perStream;
+        notes[`${size.key}_bytesPerPhase`] = perStream * STREAMS * size.bytes;
+        for (const c of found) {
+          const k = `${size.key}_${c.op}`;
+          notes[`${k}_diskFsyncMBps`] = round(c.disk.mbPerSec);
+          notes[`${k}_diskNoFsyncMBps`] = round(c.diskNoFsync.mbPerSec);
+          notes[`${k}_pierMBps`] = round(c.pier.mbPerSec);
+          notes[`${k}_ratio`] = round(c.ratio, 3);
+          notes[`${k}_diskP99Ms`] = round(c.disk.p99Ms);
+          notes[`${k}_pierP99Ms`] = round(c.pier.p99Ms);
+          notes[`${k}_pierCores`] = round(c.serverCores);
+          notes[`${k}_clientCores`] = round(c.clientCores);
+        }
+      }
+
+      const worst = all.reduce((a, b) => (b.ratio < a.ratio ? b : a));
+      notes.headline = `${worst.size.label} ${worst.op}, the lowest ratio of the ${all.length} comparisons; req/s are objects/s`;
+      return compare({
+        name: benchmark.name,
+        baselineLabel: `disk+fsync (${worst.size.label} ${worst.op})`,
+        connections: STREAMS,
+        baseline: asLoad(worst.disk),
+        pier: asLoad(worst.pier),
+        goal: { minRatio: MIN_RATIO, maxP99Ms: Infinity },
+        notes,
+      });
+
+    } finally {
+      if (diskRoot) await rm(diskRoot, { recursive: true, force: true });
+      await pier.close();
+    }
+  },
+};
+
+/** Runs a raw-disk job in a fresh directory under `root`, removed again afterwards. */
+async function runDisk(
+  root: string,
+  limitS: number,
+  job: Omit<ThroughputJob, 'dir'>,
+): Promise<ThroughputResult> {
+  const dir = await mkdtemp(path.join(root, `${job.size}-${job.fsync ? 'fsync' : 'no-fsync'}-`));
+  try {
+    return await runThroughputJob({ ...job, dir }, limitS);
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+function round(n: number, digits = 1): number {
+  const f = 10 ** digits;
+  return Math.round(n * f) / f;
+}
+
+export default benchmark;
