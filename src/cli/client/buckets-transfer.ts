@@ -56,6 +56,9 @@ export async function upload(
     headers,
     body: webStream(source.stream, progress),
     duplex: 'half',
+    // Allowing redirects makes Node's fetch keep every chunk sent, to replay the body
+    // (the whole file in memory); a presigned URL never redirects anyway.
+    redirect: 'error',
   }).catch((err: unknown) => {
     progress.abort();
     throw err;
@@ -213,10 +216,13 @@ function transferError(err: unknown, dest: string): unknown {
   return new NetworkError(`the download broke off: ${reasonOf(err)}`);
 }
 
-/** fetch hides the useful part (ECONNREFUSED, ENOTFOUND) in `cause`. */
+/**
+ * fetch hides the useful part in `cause`: system codes (ECONNREFUSED, ENOTFOUND) say it
+ * best, undici's own codes (UND_ERR_SOCKET) less well than its message ("other side closed").
+ */
 function reasonOf(err: unknown): string {
   const cause = (err as { cause?: { code?: unknown; message?: unknown } }).cause;
-  if (typeof cause?.code === 'string') return cause.code;
+  if (typeof cause?.code === 'string' && !cause.code.startsWith('UND_ERR')) return cause.code;
   if (typeof cause?.message === 'string') return cause.message;
   return err instanceof Error ? err.message : String(err);
 }

@@ -1,4 +1,4 @@
-/** Client commands talking to a pier API: login, tokens, ssh-keys, apps, secrets. */
+/** Client commands: login, tokens, ssh-keys, apps, secrets and buckets. */
 import type { Command } from 'commander';
 import { registerApps } from './apps.js';
 import { registerBuckets } from './buckets.js';
