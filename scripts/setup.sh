@@ -4,6 +4,7 @@
 #   - PostgreSQL server binaries: the embedded state store (and, later, managed databases)
 #   - openssh-client: ssh-keygen, used by the tests to make real SSH keys
 #   - awscli and s3cmd: S3 clients nobody here wrote, which the bucket tests drive
+#   - btrfs-progs: the storage pool (subvolumes, snapshots, quotas) for databases and volumes
 #   - the unprivileged `pier` service user that runs the servers pier starts
 set -euo pipefail
 
@@ -15,6 +16,8 @@ compgen -G '/usr/lib/postgresql/*/bin/postgres' >/dev/null || need+=(postgresql)
 command -v ssh-keygen >/dev/null || need+=(openssh-client)
 command -v aws >/dev/null || need+=(awscli)
 command -v s3cmd >/dev/null || need+=(s3cmd)
+# mkfs.btrfs lives in sbin, which a non-root PATH may lack: look for the file itself.
+[ -x /usr/sbin/mkfs.btrfs ] || [ -x /sbin/mkfs.btrfs ] || need+=(btrfs-progs)
 
 if [ ${#need[@]} -gt 0 ]; then
   echo "setup: installing ${need[*]}"
