@@ -41,6 +41,8 @@ export const configSchema = z.object({
   objectStoreUrl: z.string().optional(),
   objectStoreAccessKeyId: z.string().optional(),
   objectStoreSecretAccessKey: z.string().optional(),
+  /** Storage pool of customer data: btrfs when the host allows it (auto), or plain directories. */
+  storagePool: z.enum(['auto', 'btrfs', 'directory']).default('auto'),
   /** Largest JSON body accepted by ordinary routes. */
   bodyLimitBytes: z
     .number()
@@ -102,6 +104,7 @@ export function configFromEnv(env: NodeJS.ProcessEnv): ConfigInput {
     logLevel: pick('PIER_LOG_LEVEL') as ConfigInput['logLevel'],
     jobLeaseMs: num('PIER_JOB_LEASE_MS'),
     objectStoreUrl: pick('PIER_OBJECT_STORE_URL'),
+    storagePool: pick('PIER_STORAGE_POOL') as ConfigInput['storagePool'],
     objectStoreAccessKeyId: pick('PIER_OBJECT_STORE_ACCESS_KEY_ID'),
     objectStoreSecretAccessKey: pick('PIER_OBJECT_STORE_SECRET_ACCESS_KEY'),
   };

@@ -18,6 +18,7 @@ import { bucketJobs } from './services/buckets/jobs.js';
 import { blobStoreFromConfig } from './objects/blobs/config.js';
 import type { Clock, ServiceContext } from './services/context.js';
 import { RateLimiter } from './services/rate-limit.js';
+import { PoolHandle } from './storage/pool-handle.js';
 import { loadOrCreateHostKey } from './ssh/host-key.js';
 import { parseSshPublicKey } from './ssh/public-key.js';
 import { openStore, type Store } from './store/db.js';
@@ -116,6 +117,12 @@ export async function startPlatform(config: Config, opts: PlatformOptions = {}):
       blobs,
     };
 
+    const pool = new PoolHandle(
+      config.dataDir,
+      logger,
+      config.storagePool === 'auto' ? undefined : config.storagePool,
+    );
+    undo.push(() => pool.close());
     const app = await buildApp({
       config,
       ctx,
@@ -124,6 +131,7 @@ export async function startPlatform(config: Config, opts: PlatformOptions = {}):
       sshGateway: await sshGateway(config),
       logger,
       rateLimiter: new RateLimiter(),
+      pool,
       extraRoutes: opts.extraRoutes,
     });
     undo.push(() => app.close());

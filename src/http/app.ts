@@ -12,6 +12,7 @@ import type { Config } from '../config.js';
 import type { Authenticator } from '../services/authenticator.js';
 import type { ServiceContext } from '../services/context.js';
 import type { RateLimiter } from '../services/rate-limit.js';
+import type { PoolHandle } from '../storage/pool-handle.js';
 import { installAuth } from './plugins/auth.js';
 import { installErrors } from './plugins/errors.js';
 import { installObservability, newRequestId } from './plugins/observability.js';
@@ -27,6 +28,8 @@ export interface AppDeps {
   sshGateway: { address: string; hostKey: string; fingerprint: string };
   logger: Logger;
   rateLimiter: RateLimiter;
+  /** The host's storage pool, opened on first use. */
+  pool: PoolHandle;
   /** Extra route families, registered after the built-in ones (extensions and tests). */
   extraRoutes?: ((app: FastifyInstance, deps: AppDeps) => void)[];
 }

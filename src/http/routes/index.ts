@@ -1,6 +1,7 @@
 /** Every route family of the control API, registered on one app. */
 import type { FastifyInstance } from 'fastify';
 import type { AppDeps } from '../app.js';
+import { hostRoutes } from './admin/hosts.js';
 import { adminRoutes } from './admin/orgs.js';
 import { appRoutes } from './apps/apps.js';
 import { attachRoutes } from './apps/attach.js';
@@ -23,6 +24,7 @@ export async function registerRoutes(app: FastifyInstance, deps: AppDeps): Promi
     sshRoutes,
     deviceRoutes,
     adminRoutes,
+    hostRoutes,
     consoleRoutes,
     appRoutes,
     attachRoutes,

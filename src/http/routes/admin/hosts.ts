@@ -1,0 +1,17 @@
+/** GET /admin/v1/hosts (CONTRACT 2): hosts with their capacity and what runs on them. */
+import type { FastifyInstance } from 'fastify';
+import type { ZodTypeProvider } from 'fastify-type-provider-zod';
+import { listHosts } from '../../../services/hosts.js';
+import type { AppDeps } from '../../app.js';
+
+export function hostRoutes(root: FastifyInstance, { ctx, pool }: AppDeps): void {
+  const app = root.withTypeProvider<ZodTypeProvider>();
+  app.get('/admin/v1/hosts', {
+    config: { auth: 'operator' },
+    schema: {
+      tags: ['operator'],
+      summary: 'Hosts, their storage pool and capacity, and what runs on them',
+    },
+    handler: async () => listHosts(ctx, pool),
+  });
+}

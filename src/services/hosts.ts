@@ -1,0 +1,32 @@
+/**
+ * The hosts of the platform as the operator sees them (CONTRACT 2): one today, described
+ * with its storage pool and what is placed on it, in a shape that holds many tomorrow.
+ */
+import os from 'node:os';
+import type { PoolHandle } from '../storage/pool-handle.js';
+import type { ServiceContext } from './context.js';
+
+export async function listHosts(ctx: ServiceContext, pool: PoolHandle) {
+  const { pool: p, reason } = await pool.get();
+  const usage = await p.usage();
+  const buckets = await ctx.db
+    .selectFrom('buckets')
+    .select((eb) => eb.fn.countAll<number>().as('n'))
+    .executeTakeFirstOrThrow();
+  return [
+    {
+      id: 'local',
+      region: ctx.config.region,
+      cpus: os.cpus().length,
+      memoryBytes: os.totalmem(),
+      pool: { ...usage, kind: p.kind, reason },
+      objectStore: ctx.blobs.kind,
+      running: {
+        databases: 0,
+        machines: 0,
+        volumes: (await p.list()).length,
+        buckets: Number(buckets.n),
+      },
+    },
+  ];
+}
