@@ -3,7 +3,8 @@
  * ranges, listings, multipart and S3's XML errors.
  */
 import { createHash } from 'node:crypto';
-import { Readable } from 'node:stream';
+import { Readable, Transform } from 'node:stream';
+import zlib from 'node:zlib';
 import {
   AbortMultipartUploadCommand,
   CompleteMultipartUploadCommand,
@@ -20,6 +21,7 @@ import {
   ListPartsCommand,
   PutObjectCommand,
   UploadPartCommand,
+  UploadPartCopyCommand,
   type S3Client,
 } from '@aws-sdk/client-s3';
 import { Upload } from '@aws-sdk/lib-storage';
@@ -196,6 +198,90 @@ describe('objects with the AWS SDK', () => {
     expect((await text('sha/good')).body).toBe('what was sent');
   });
 
+  it('names the failed check of a large body, not IncompleteBody', async () => {
+    // Big enough that the body is still streaming when the check fails.
+    const data = Buffer.alloc(8 * MiB, 'q');
+    const wrongSha = await signedFetch(cred, {
+      method: 'PUT',
+      path: `/${BUCKET}/big/sha`,
+      body: data,
+      payloadHash: createHash('sha256').update('other').digest('hex'),
+    });
+    await expectS3Error(wrongSha, 400, 'XAmzContentSHA256Mismatch');
+    const crc = Buffer.alloc(4);
+    crc.writeUInt32BE(zlib.crc32('other'));
+    const wrongCrc = await signedFetch(cred, {
+      method: 'PUT',
+      path: `/${BUCKET}/big/crc`,
+      body: data,
+      headers: { 'x-amz-checksum-crc32': crc.toString('base64') },
+    });
+    await expectS3Error(wrongCrc, 400, 'BadDigest');
+    const wrongMd5 = await signedFetch(cred, {
+      method: 'PUT',
+      path: `/${BUCKET}/big/md5`,
+      body: data,
+      headers: { 'content-md5': b64md5('other') },
+    });
+    await expectS3Error(wrongMd5, 400, 'BadDigest');
+    const listed = await s3.send(new ListObjectsV2Command({ Bucket: BUCKET, Prefix: 'big/' }));
+    expect(listed.Contents ?? []).toEqual([]);
+    // A right CRC32 passes and is echoed back.
+    crc.writeUInt32BE(zlib.crc32(data));
+    const ok = await signedFetch(cred, {
+      method: 'PUT',
+      path: `/${BUCKET}/big/crc`,
+      body: data,
+      headers: { 'x-amz-checksum-crc32': crc.toString('base64') },
+    });
+    expect(ok.status).toBe(200);
+    expect(ok.headers.get('x-amz-checksum-crc32')).toBe(crc.toString('base64'));
+  });
+
+  it('refuses a streamed body altered in flight after the SDK signed it (BadDigest)', async () => {
+    const tampered = s3Client(cred);
+    // The last step before the wire: flip one byte of what the SDK encoded and signed.
+    tampered.middlewareStack.add(
+      (next) => async (args) => {
+        const request = args.request as { body?: unknown };
+        if (request.body instanceof Readable) {
+          let seen = 0;
+          request.body = request.body.pipe(
+            new Transform({
+              transform(chunk: Buffer, _enc, done) {
+                const at = 3 * MiB - seen;
+                if (at >= 0 && at < chunk.length) {
+                  chunk = Buffer.from(chunk);
+                  chunk[at] = chunk[at]! ^ 0xff;
+                }
+                seen += chunk.length;
+                done(null, chunk);
+              },
+            }),
+          );
+        }
+        return next(args);
+      },
+      { step: 'deserialize', priority: 'low' },
+    );
+    const size = 6 * MiB;
+    const e = await sdkError(
+      tampered.send(
+        new PutObjectCommand({
+          Bucket: BUCKET,
+          Key: 'flight/tampered',
+          Body: patternStream(size, 3),
+          ContentLength: size,
+        }),
+      ),
+    );
+    expect(e).toMatchObject({ code: 'BadDigest', status: 400 });
+    expect(
+      (await s3.send(new ListObjectsV2Command({ Bucket: BUCKET, Prefix: 'flight/' }))).KeyCount,
+    ).toBe(0);
+    tampered.destroy();
+  });
+
   it('copies an object within the bucket', async () => {
     await s3.send(new PutObjectCommand({ Bucket: BUCKET, Key: 'copy/src', Body: 'copied bytes' }));
     const res = await s3.send(
@@ -337,6 +423,34 @@ describe('ListObjectsV2', () => {
     expect(second.IsTruncated).toBe(false);
   });
 
+  it('continues after a common prefix without listing it again', async () => {
+    const seen: string[] = [];
+    let token: string | undefined;
+    for (let page = 0; page < 10; page++) {
+      const res = await s3.send(
+        new ListObjectsV2Command({
+          Bucket: BUCKET,
+          Prefix: 'tree/',
+          Delimiter: '/',
+          MaxKeys: 1,
+          ContinuationToken: token,
+        }),
+      );
+      seen.push(
+        ...(res.Contents ?? []).map((o) => o.Key!),
+        ...(res.CommonPrefixes ?? []).map((p) => p.Prefix!),
+      );
+      token = res.IsTruncated ? res.NextContinuationToken : undefined;
+      if (!token) break;
+    }
+    expect(seen).toEqual(['tree/a.txt', 'tree/b.txt', 'tree/dir1/', 'tree/dir2/']);
+    // The JSON listing and StartAfter agree.
+    const after = await s3.send(
+      new ListObjectsV2Command({ Bucket: BUCKET, Prefix: 'tree/', StartAfter: 'tree/dir1/x' }),
+    );
+    expect(after.Contents?.map((o) => o.Key)).toEqual(['tree/dir1/y', 'tree/dir2/z']);
+  });
+
   it('refuses a forged continuation token', async () => {
     const e = await sdkError(
       s3.send(new ListObjectsV2Command({ Bucket: BUCKET, ContinuationToken: '!!not-a-token' })),
@@ -396,17 +510,23 @@ describe('multipart upload', () => {
     const got = await s3.send(new GetObjectCommand({ Bucket: BUCKET, Key: key }));
     expect(got.ContentType).toBe('app/x-test');
     expect(await md5OfStream(got.Body as Readable)).toEqual({
-      md5: createHash('md5').update(Buffer.concat([part1, part2])).digest('hex'),
+      md5: createHash('md5')
+        .update(Buffer.concat([part1, part2]))
+        .digest('hex'),
       size: part1.length + part2.length,
     });
     // The upload is gone once completed.
-    const again = await sdkError(s3.send(new ListPartsCommand({ Bucket: BUCKET, Key: key, UploadId })));
+    const again = await sdkError(
+      s3.send(new ListPartsCommand({ Bucket: BUCKET, Key: key, UploadId })),
+    );
     expect(again).toMatchObject({ code: 'NoSuchUpload', status: 404 });
   });
 
   it('refuses a part under 5 MiB that is not the last with EntityTooSmall', async () => {
     const key = 'mp/small';
-    const { UploadId } = await s3.send(new CreateMultipartUploadCommand({ Bucket: BUCKET, Key: key }));
+    const { UploadId } = await s3.send(
+      new CreateMultipartUploadCommand({ Bucket: BUCKET, Key: key }),
+    );
     const parts = [];
     for (const n of [1, 2]) {
       const r = await s3.send(
@@ -446,7 +566,9 @@ describe('multipart upload', () => {
 
   it('refuses a wrong ETag with InvalidPart and parts out of order with InvalidPartOrder', async () => {
     const key = 'mp/wrong';
-    const { UploadId } = await s3.send(new CreateMultipartUploadCommand({ Bucket: BUCKET, Key: key }));
+    const { UploadId } = await s3.send(
+      new CreateMultipartUploadCommand({ Bucket: BUCKET, Key: key }),
+    );
     const r = await s3.send(
       new UploadPartCommand({ Bucket: BUCKET, Key: key, UploadId, PartNumber: 1, Body: 'p1' }),
     );
@@ -479,7 +601,9 @@ describe('multipart upload', () => {
 
   it('aborts an upload: its parts are gone and it cannot be completed', async () => {
     const key = 'mp/aborted';
-    const { UploadId } = await s3.send(new CreateMultipartUploadCommand({ Bucket: BUCKET, Key: key }));
+    const { UploadId } = await s3.send(
+      new CreateMultipartUploadCommand({ Bucket: BUCKET, Key: key }),
+    );
     const r = await s3.send(
       new UploadPartCommand({ Bucket: BUCKET, Key: key, UploadId, PartNumber: 1, Body: 'part' }),
     );
@@ -508,6 +632,79 @@ describe('multipart upload', () => {
     ).toMatchObject({ code: 'NoSuchUpload' });
     const uploads = await s3.send(new ListMultipartUploadsCommand({ Bucket: BUCKET }));
     expect((uploads.Uploads ?? []).map((u) => u.UploadId)).not.toContain(UploadId);
+  });
+
+  it('copies parts from an object with UploadPartCopy, whole or a range of it', async () => {
+    const src = Buffer.concat([Buffer.alloc(5 * MiB, 'a'), Buffer.from('tail of the source')]);
+    await s3.send(new PutObjectCommand({ Bucket: BUCKET, Key: 'mp/copy-src', Body: src }));
+    const key = 'mp/copy-dst';
+    const { UploadId } = await s3.send(
+      new CreateMultipartUploadCommand({ Bucket: BUCKET, Key: key }),
+    );
+    const whole = await s3.send(
+      new UploadPartCopyCommand({
+        Bucket: BUCKET,
+        Key: key,
+        UploadId,
+        PartNumber: 1,
+        CopySource: `${BUCKET}/mp/copy-src`,
+      }),
+    );
+    expect(whole.CopyPartResult?.ETag).toBe(`"${createHash('md5').update(src).digest('hex')}"`);
+    const ranged = await s3.send(
+      new UploadPartCopyCommand({
+        Bucket: BUCKET,
+        Key: key,
+        UploadId,
+        PartNumber: 2,
+        CopySource: `${BUCKET}/mp/copy-src`,
+        CopySourceRange: `bytes=${5 * MiB}-${src.length - 1}`,
+      }),
+    );
+    const bad = await sdkError(
+      s3.send(
+        new UploadPartCopyCommand({
+          Bucket: BUCKET,
+          Key: key,
+          UploadId,
+          PartNumber: 3,
+          CopySource: `${BUCKET}/mp/copy-src`,
+          CopySourceRange: `bytes=0-${src.length}`,
+        }),
+      ),
+    );
+    expect(bad).toMatchObject({ code: 'InvalidArgument', status: 400 });
+    const missing = await sdkError(
+      s3.send(
+        new UploadPartCopyCommand({
+          Bucket: BUCKET,
+          Key: key,
+          UploadId,
+          PartNumber: 3,
+          CopySource: `${BUCKET}/mp/no-such-source`,
+        }),
+      ),
+    );
+    expect(missing).toMatchObject({ code: 'NoSuchKey', status: 404 });
+    await s3.send(
+      new CompleteMultipartUploadCommand({
+        Bucket: BUCKET,
+        Key: key,
+        UploadId,
+        MultipartUpload: {
+          Parts: [
+            { PartNumber: 1, ETag: whole.CopyPartResult?.ETag },
+            { PartNumber: 2, ETag: ranged.CopyPartResult?.ETag },
+          ],
+        },
+      }),
+    );
+    const got = await s3.send(new GetObjectCommand({ Bucket: BUCKET, Key: key }));
+    const expected = Buffer.concat([src, Buffer.from('tail of the source')]);
+    expect(await md5OfStream(got.Body as Readable)).toEqual({
+      md5: createHash('md5').update(expected).digest('hex'),
+      size: expected.length,
+    });
   });
 
   it('uploads a 20 MiB stream with lib-storage Upload', async () => {

@@ -3,6 +3,7 @@
  * from the AWS SDK, S3 XML errors, a raw SigV4 signer and streaming byte generators.
  */
 import { createHash, createHmac, type Hash, type Hmac } from 'node:crypto';
+import http from 'node:http';
 import { Readable } from 'node:stream';
 import { S3Client, S3ServiceException } from '@aws-sdk/client-s3';
 import { SignatureV4 } from '@smithy/signature-v4';
@@ -95,19 +96,32 @@ export async function expectS3Error(
   return e;
 }
 
+/** What the SDK's hash interface passes in (smithy's `SourceData`). */
+type SourceData = string | ArrayBuffer | ArrayBufferView;
+
+function bytes(d: SourceData): string | Buffer {
+  if (typeof d === 'string') return d;
+  if (ArrayBuffer.isView(d)) return Buffer.from(d.buffer, d.byteOffset, d.byteLength);
+  return Buffer.from(d);
+}
+
+/** SHA-256 and HMAC-SHA256 in the shape `@smithy/signature-v4` wants, from node:crypto. */
 class NodeSha256 {
   private h: Hash | Hmac;
-  constructor(private readonly secret?: string | Uint8Array) {
-    this.h = secret ? createHmac('sha256', secret) : createHash('sha256');
+  constructor(private readonly secret?: SourceData) {
+    this.h = this.fresh();
   }
-  update(data: string | Uint8Array): void {
-    this.h.update(data);
+  private fresh(): Hash | Hmac {
+    return this.secret ? createHmac('sha256', bytes(this.secret)) : createHash('sha256');
+  }
+  update(data: SourceData): void {
+    this.h.update(bytes(data));
   }
   digest(): Promise<Uint8Array> {
     return Promise.resolve(new Uint8Array(this.h.digest()));
   }
   reset(): void {
-    this.h = this.secret ? createHmac('sha256', this.secret) : createHash('sha256');
+    this.h = this.fresh();
   }
 }
 
@@ -115,17 +129,21 @@ export interface RawSignedRequest {
   method: string;
   /** The path after the endpoint, already encoded: `/bucket/key`. */
   path: string;
+  /** Another spelling of `path` to send (same canonical form, e.g. `%2e` for `.`). */
+  sendPath?: string;
   query?: Record<string, string>;
   headers?: Record<string, string>;
   body?: string | Buffer;
   /** The x-amz-content-sha256 to sign; the body's real hash when unset. */
   payloadHash?: string;
   signingDate?: Date;
+  /** Changes the signed headers before sending (to tamper with or drop one). */
+  mutate?: (headers: Record<string, string>) => void;
 }
 
 /**
  * Signs a request with `@smithy/signature-v4` (the SDK's own signer, driven directly) and
- * sends it with fetch: for what the SDK's middleware would not let a test do.
+ * sends it with node:http, exactly as given: for what the SDK would not let a test do.
  */
 export async function signedFetch(c: Credentials, r: RawSignedRequest): Promise<Response> {
   const url = new URL(c.endpoint);
@@ -165,10 +183,52 @@ export async function signedFetch(c: Credentials, r: RawSignedRequest): Promise<
   const qs = new URLSearchParams(r.query ?? {}).toString();
   const sent = { ...signed.headers };
   delete sent.host;
-  return fetch(`${url.origin}${url.pathname}${r.path}${qs ? `?${qs}` : ''}`, {
+  r.mutate?.(sent);
+  return rawRequest(`${url.origin}${url.pathname}${r.sendPath ?? r.path}${qs ? `?${qs}` : ''}`, {
     method: r.method,
     headers: sent,
     body,
+  });
+}
+
+/**
+ * A request sent with node:http, the path exactly as given: fetch would resolve `..` and
+ * `.` segments before sending, which the path traversal tests must not have done for them.
+ */
+export function rawRequest(
+  target: string,
+  opts: { method?: string; headers?: Record<string, string>; body?: Buffer | string } = {},
+): Promise<Response> {
+  const u = new URL(target);
+  // URL resolves dot segments too: take the path from the string itself.
+  const pathAndQuery = target.slice(u.origin.length);
+  return new Promise((resolve, reject) => {
+    const req = http.request(
+      {
+        host: u.hostname,
+        port: u.port,
+        method: opts.method ?? 'GET',
+        path: pathAndQuery,
+        headers: opts.headers,
+      },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('error', reject);
+        res.on('end', () => {
+          const headers = new Headers();
+          for (const [k, v] of Object.entries(res.headers)) {
+            if (Array.isArray(v)) for (const x of v) headers.append(k, x);
+            else if (v !== undefined) headers.set(k, v);
+          }
+          const status = res.statusCode ?? 0;
+          const empty = status === 204 || status === 304 || opts.method === 'HEAD';
+          resolve(new Response(empty ? null : Buffer.concat(chunks), { status, headers }));
+        });
+      },
+    );
+    req.on('error', reject);
+    req.end(opts.body);
   });
 }
 

@@ -39,10 +39,14 @@ export function requestBody(req: FastifyRequest, auth: VerifiedAuth): RequestBod
   // Refuse what is too large before reading it, so the client gets an S3 error, not a reset.
   const declared = Number(chunked ? req.headers['x-amz-decoded-content-length'] : length);
   if (Number.isFinite(declared) && declared > MAX_PUT_BYTES) {
-    throw new ObjectError('EntityTooLarge', 'Your proposed upload exceeds the maximum allowed size.', {
-      ProposedSize: String(declared),
-      MaxSizeAllowed: String(MAX_PUT_BYTES),
-    });
+    throw new ObjectError(
+      'EntityTooLarge',
+      'Your proposed upload exceeds the maximum allowed size.',
+      {
+        ProposedSize: String(declared),
+        MaxSizeAllowed: String(MAX_PUT_BYTES),
+      },
+    );
   }
   const verifier = createBodyVerifier(auth, req.headers);
   const raw = req.raw;

@@ -157,6 +157,17 @@ export async function handlePutObject(
   return reply.code(200).send();
 }
 
+/** The key of `x-amz-copy-source`, which must be in the bucket the key reaches. */
+export function copySourceKey(req: FastifyRequest, a: Authorized): string {
+  const raw = String(req.headers['x-amz-copy-source']);
+  const source = decodePath(raw.replace(/^\//, '').split('?')[0]!);
+  const slash = source.indexOf('/');
+  const bucket = slash < 0 ? source : source.slice(0, slash);
+  const key = slash < 0 ? '' : source.slice(slash + 1);
+  if (bucket !== a.grant.bucketName || !key) throw new ObjectError('AccessDenied', 'Access Denied');
+  return key;
+}
+
 /** CopyObject within the bucket the key reaches (the source must be in it too). */
 async function handleCopyObject(
   ctx: ServiceContext,
@@ -165,12 +176,7 @@ async function handleCopyObject(
   t: S3Target,
   a: Authorized,
 ) {
-  const raw = String(req.headers['x-amz-copy-source']);
-  const source = decodePath(raw.replace(/^\//, '').split('?')[0]!);
-  const slash = source.indexOf('/');
-  const bucket = slash < 0 ? source : source.slice(0, slash);
-  const key = slash < 0 ? '' : source.slice(slash + 1);
-  if (bucket !== a.grant.bucketName || !key) throw new ObjectError('AccessDenied', 'Access Denied');
+  const key = copySourceKey(req, a);
   const { meta, body } = await getObject(ctx, a.grant.bucketId, key);
   const replace = req.headers['x-amz-metadata-directive'] === 'REPLACE';
   const copied = await putObject(ctx, a.grant.bucketId, t.key!, body, {

@@ -5,6 +5,7 @@
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { ObjectError } from '../../services/buckets/object-error.js';
+import { onS3KeyRevoked } from '../../services/buckets/s3-keys.js';
 import type { ServiceContext } from '../../services/context.js';
 import { GrantCache, authorize, type Authorized } from './authorize.js';
 import {
@@ -22,6 +23,7 @@ import {
   handleListParts,
   handleListUploads,
   handleUploadPart,
+  handleUploadPartCopy,
 } from './multipart.js';
 import { handleDeleteObject, handleGetObject, handlePutObject } from './objects.js';
 import { GATEWAY_PREFIX, targetOf, type S3Target } from './request.js';
@@ -108,8 +110,11 @@ function route(ctx: ServiceContext, req: FastifyRequest, t: S3Target): Handler {
     if (m === 'POST' && q.has('uploads'))
       return (r, reply, tt, a) => handleCreateUpload(ctx, r, reply, tt, a);
     if (upload !== undefined) {
-      if (m === 'PUT' && q.has('partNumber'))
+      if (m === 'PUT' && q.has('partNumber')) {
+        if (req.headers['x-amz-copy-source'])
+          return (r, reply, tt, a) => handleUploadPartCopy(ctx, r, reply, tt, a);
         return (r, reply, tt, a) => handleUploadPart(ctx, r, reply, tt, a);
+      }
       if (m === 'POST') return (r, reply, tt, a) => handleComplete(ctx, r, reply, tt, a);
       if (m === 'DELETE') return (_r, reply, tt, a) => handleAbort(ctx, reply, tt, a);
       if (m === 'GET') return (_r, reply, tt, a) => handleListParts(ctx, reply, tt, a);
@@ -132,6 +137,7 @@ export async function s3Gateway(app: FastifyInstance, ctx: ServiceContext): Prom
   ctx.auth.onInvalidation((kind, id) => {
     if (kind === 's3key') grants.invalidate(id);
   });
+  onS3KeyRevoked(ctx, (id) => grants.invalidate(id));
   const cors = new CorsRules(ctx);
 
   await app.register(

@@ -10,7 +10,7 @@ import type { Executor } from '../../store/db.js';
 import type { ServiceContext } from '../context.js';
 import { NAME_PATTERN, claimName, nameAvailability, releaseName } from '../names.js';
 import { detachBucketFromApp } from './attachments.js';
-import { mintS3Key } from './s3-keys.js';
+import { announceS3KeyRevoked, mintS3Key } from './s3-keys.js';
 
 export const bucketNameSchema = z
   .string()
@@ -99,7 +99,11 @@ export async function listBuckets(ctx: ServiceContext, orgId: string): Promise<B
 }
 
 export async function bucketNameAvailability(ctx: ServiceContext, orgId: string, name: string) {
-  const reason = await nameAvailability(ctx.db, orgId, name);
+  // Bucket names are stricter than the shared namespace (3–63 characters): a name no
+  // bucket can have is invalid here, as creating it would be refused.
+  const reason = bucketNameSchema.safeParse(name).success
+    ? await nameAvailability(ctx.db, orgId, name)
+    : 'invalid';
   return reason ? { name, available: false, reason } : { name, available: true };
 }
 
@@ -149,6 +153,15 @@ export async function deleteBucket(
       );
     }
     for (const a of attachments) await detachBucketFromApp(tx, ctx, orgId, a.name, bucket);
+    // Its other keys (the presign key, people's keys) go with it by cascade: tell every
+    // gateway to drop them from its cache when this commits, as a revocation does.
+    const keys = await tx
+      .selectFrom('s3_keys')
+      .select('id')
+      .where('bucket_id', '=', bucket.id)
+      .where('revoked_at', 'is', null)
+      .execute();
+    for (const k of keys) await announceS3KeyRevoked(tx, ctx, k.id);
     await tx.deleteFrom('buckets').where('id', '=', bucket.id).execute();
     await releaseName(tx, orgId, name);
     await enqueue(tx, ctx.jobs, 'buckets.purge', { ns: bucket.id });

@@ -243,6 +243,13 @@ export async function listObjects(
   const objects: ObjectMeta[] = [];
   const commonPrefixes: string[] = [];
   let after = opts.after !== undefined && opts.after > prefix ? opts.after : undefined;
+  // A page that ended on a common prefix continues after it (its `last`): skip every key
+  // under it, or the next page would roll them into the same prefix again, forever.
+  if (after !== undefined && opts.delimiter && after.startsWith(prefix)) {
+    const rest = after.slice(prefix.length);
+    const cut = rest.indexOf(opts.delimiter);
+    if (cut >= 0 && cut === rest.length - opts.delimiter.length) after += LAST_CHAR;
+  }
   let last: string | undefined;
   const upper = prefix ? prefix + LAST_CHAR : undefined;
   for (;;) {

@@ -20,6 +20,7 @@ export type S3KeyPurpose = 'presign' | 'attachment' | 'person';
 export interface MintedS3Key {
   accessKeyId: string;
   secretAccessKey: string;
+  createdAt: Date;
 }
 
 export interface S3KeyGrant {
@@ -48,6 +49,7 @@ export async function mintS3Key(
   const accessKeyId = newAccessKeyId();
   const secretAccessKey = randomBase62(40);
   const sealed = ctx.box.seal(secretAccessKey, binding(accessKeyId));
+  const createdAt = ctx.clock();
   await ex
     .insertInto('s3_keys')
     .values({
@@ -57,10 +59,10 @@ export async function mintS3Key(
       purpose: grant.purpose,
       secret_nonce: sealed.nonce,
       secret_ciphertext: sealed.ciphertext,
-      created_at: ctx.clock(),
+      created_at: createdAt,
     })
     .execute();
-  return { accessKeyId, secretAccessKey };
+  return { accessKeyId, secretAccessKey, createdAt };
 }
 
 /** The live key with this id, its bucket and its secret; undefined when unknown or revoked. */
@@ -119,11 +121,31 @@ export async function revokeS3Key(
     .set({ revoked_at: ctx.clock() })
     .where('id', '=', accessKeyId)
     .execute();
-  await announceS3KeyRevoked(ex, accessKeyId);
+  await announceS3KeyRevoked(ex, ctx, accessKeyId);
 }
 
-export async function announceS3KeyRevoked(ex: Executor, accessKeyId: string): Promise<void> {
+/**
+ * This process's gateways, told of a revocation at once: the NOTIFY reaches them too, but
+ * only after a round trip through PostgreSQL, and a client that revokes a key and then uses
+ * it must be refused.
+ */
+const localRevocation = new WeakMap<ServiceContext, Set<(accessKeyId: string) => void>>();
+
+export function onS3KeyRevoked(ctx: ServiceContext, fn: (accessKeyId: string) => void): void {
+  let set = localRevocation.get(ctx);
+  if (!set) localRevocation.set(ctx, (set = new Set()));
+  set.add(fn);
+}
+
+export async function announceS3KeyRevoked(
+  ex: Executor,
+  ctx: ServiceContext,
+  accessKeyId: string,
+): Promise<void> {
   await sql`SELECT pg_notify(${INVALIDATION_CHANNEL}, ${`s3key:${accessKeyId}`})`.execute(ex);
+  // Inside a transaction this runs before the commit; a request that caches the key again
+  // meanwhile is corrected by the NOTIFY, which is delivered with the commit.
+  for (const fn of localRevocation.get(ctx) ?? []) fn(accessKeyId);
 }
 
 export const s3KeySchema = z.object({
@@ -136,7 +158,11 @@ export const s3KeySchema = z.object({
 /** S3 credentials for a person's tools (aws, s3cmd, SDKs): the secret is in this answer only. */
 export async function createPersonKey(ctx: ServiceContext, orgId: string, bucketName: string) {
   const bucket = await findBucket(ctx.db, orgId, bucketName);
-  const key = await mintS3Key(ctx.db, ctx, { orgId, bucketId: bucket.id, purpose: 'person' });
+  const { createdAt, ...key } = await mintS3Key(ctx.db, ctx, {
+    orgId,
+    bucketId: bucket.id,
+    purpose: 'person',
+  });
   return {
     ...key,
     bucket: bucket.name,
@@ -144,7 +170,8 @@ export async function createPersonKey(ctx: ServiceContext, orgId: string, bucket
     endpoint: `${ctx.config.publicUrl}/s3`,
     region: ctx.config.region,
     forcePathStyle: true,
-    createdAt: ctx.clock().toISOString(),
+    // The stored time, so the list shows the same one.
+    createdAt: createdAt.toISOString(),
   };
 }
 
@@ -183,5 +210,5 @@ export async function deletePersonKey(
     .where('revoked_at', 'is', null)
     .executeTakeFirst();
   if (res.numUpdatedRows === 0n) throw notFound('S3 key');
-  await announceS3KeyRevoked(ctx.db, accessKeyId);
+  await announceS3KeyRevoked(ctx.db, ctx, accessKeyId);
 }
