@@ -47,6 +47,28 @@ function objectHeaders(reply: FastifyReply, meta: ObjectMeta): void {
   for (const [k, v] of Object.entries(meta.metadata)) reply.header(`${META_PREFIX}${k}`, v);
 }
 
+/** The `response-*` query parameters of GetObject (signed, so a presigned link may set them). */
+const RESPONSE_OVERRIDES: Record<string, string> = {
+  'response-content-type': 'content-type',
+  'response-content-language': 'content-language',
+  'response-expires': 'expires',
+  'response-cache-control': 'cache-control',
+  'response-content-disposition': 'content-disposition',
+  'response-content-encoding': 'content-encoding',
+};
+
+function overrideHeaders(reply: FastifyReply, t: S3Target): void {
+  for (const [param, header] of Object.entries(RESPONSE_OVERRIDES)) {
+    const value = t.query.get(param);
+    // A value with a line break would split the header; refuse it rather than pass it on.
+    if (value !== undefined) {
+      if (/[\r\n]/.test(value))
+        throw new ObjectError('InvalidArgument', `Invalid value for ${param}.`);
+      reply.header(header, value);
+    }
+  }
+}
+
 /** `bytes=a-b`, `bytes=a-` or `bytes=-n` against `size`; undefined = the whole object. */
 export function parseRange(
   header: string | undefined,
@@ -124,7 +146,15 @@ export async function handleGetObject(
   }
   const range = parseRange(req.headers.range, head.size);
   objectHeaders(reply, head);
+  overrideHeaders(reply, t);
   if (req.method === 'HEAD') {
+    if (range) {
+      reply.header('content-range', `bytes ${range.start}-${range.end}/${head.size}`);
+      return reply
+        .header('content-length', String(range.end - range.start + 1))
+        .code(206)
+        .send();
+    }
     return reply.header('content-length', String(head.size)).code(200).send();
   }
   if (head.size === 0) return reply.header('content-length', '0').code(200).send('');
