@@ -152,10 +152,12 @@ export class FsBlobStore implements BlobStore {
       if (isErrno(err, 'ENOENT')) throw new BlobError('not-found', `no blob ${ns}/${id}`);
       throw backend(`opening blob ${ns}/${id}`, err);
     }
+    // Read buffers are sized to what is read: a 1 KiB object must not cost a 1 MiB buffer.
+    const length = range ? range.end - range.start + 1 : IO_CHUNK;
     return handle.createReadStream({
       start: range?.start,
       end: range?.end,
-      highWaterMark: IO_CHUNK,
+      highWaterMark: Math.min(IO_CHUNK, Math.max(length, 1)),
     });
   }
 

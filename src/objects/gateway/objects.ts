@@ -1,4 +1,5 @@
 /** Object operations of the gateway: PutObject, CopyObject, GetObject, HeadObject, DeleteObject. */
+import { buffer } from 'node:stream/consumers';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { ObjectError } from '../../services/buckets/object-error.js';
 import {
@@ -16,6 +17,8 @@ import type { S3Target } from './request.js';
 import { httpDate, isoDate, xmlDocument } from './xml.js';
 
 const META_PREFIX = 'x-amz-meta-';
+/** Objects up to this size are read whole and sent in one write. */
+const SMALL_OBJECT_BYTES = 64 * 1024;
 
 /** User metadata from `x-amz-meta-*` headers (at most 2 KiB in all, as S3). */
 export function metadataOf(req: FastifyRequest): Record<string, string> {
@@ -159,13 +162,16 @@ export async function handleGetObject(
   }
   if (head.size === 0) return reply.header('content-length', '0').code(200).send('');
   const { body } = await getObject(ctx, a.grant.bucketId, t.key!, range);
+  const length = range ? range.end - range.start + 1 : head.size;
+  // Small objects go out as one buffer: one write with the headers instead of a stream.
+  const payload = length <= SMALL_OBJECT_BYTES ? await buffer(body) : body;
   if (range) {
     reply.code(206).header('content-range', `bytes ${range.start}-${range.end}/${head.size}`);
     reply.header('content-length', String(range.end - range.start + 1));
   } else {
     reply.code(200).header('content-length', String(head.size));
   }
-  return reply.send(body);
+  return reply.send(payload);
 }
 
 export async function handlePutObject(

@@ -189,7 +189,9 @@ export async function getObject(
 ): Promise<{ meta: ObjectMeta; body: Readable }> {
   const meta = await headObject(ctx.db, bucketId, key);
   if (!meta) throw new ObjectError('NoSuchKey', 'The specified key does not exist.', { Key: key });
-  const body = await ctx.blobs.get(bucketId, meta.blobId, range);
+  // The whole object is asked for as a range too, so the store knows how much it reads.
+  const whole = meta.size > 0 ? { start: 0, end: meta.size - 1 } : undefined;
+  const body = await ctx.blobs.get(bucketId, meta.blobId, range ?? whole);
   return { meta, body };
 }
 
