@@ -6,7 +6,7 @@
  */
 import { createHash, randomBytes } from 'node:crypto';
 import type { Readable } from 'node:stream';
-import { sql } from 'kysely';
+import { sql, type CompiledQuery } from 'kysely';
 import { enqueue } from '../../jobs/queue.js';
 import type { BlobWriteResult } from '../../objects/blobs/blob-store.js';
 import type { Executor } from '../../store/db.js';
@@ -167,17 +167,31 @@ export async function putObject(
   });
 }
 
+// The lookup every GET and HEAD makes, compiled once per executor instead of per request.
+const headQueries = new WeakMap<Executor, CompiledQuery<ObjectRow>>();
+
+function headQuery(ex: Executor): CompiledQuery<ObjectRow> {
+  let q = headQueries.get(ex);
+  if (!q) {
+    q = ex
+      .selectFrom('objects')
+      .select(['key', 'size', 'etag', 'last_modified', 'content_type', 'metadata', 'blob_id'])
+      .where('bucket_id', '=', '')
+      .where('key', '=', '')
+      .compile();
+    headQueries.set(ex, q);
+  }
+  return q;
+}
+
 export async function headObject(
   ex: Executor,
   bucketId: string,
   key: string,
 ): Promise<(ObjectMeta & { blobId: string }) | undefined> {
-  const row = await ex
-    .selectFrom('objects')
-    .select(['key', 'size', 'etag', 'last_modified', 'content_type', 'metadata', 'blob_id'])
-    .where('bucket_id', '=', bucketId)
-    .where('key', '=', key)
-    .executeTakeFirst();
+  const q = headQuery(ex);
+  const { rows } = await ex.executeQuery<ObjectRow>({ ...q, parameters: [bucketId, key] });
+  const row = rows[0];
   return row ? { ...toMeta(row), blobId: row.blob_id } : undefined;
 }
 
