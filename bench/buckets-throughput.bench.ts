@@ -24,6 +24,7 @@ import { createBenchOrg, startBenchPlatform } from './lib/platform.js';
 import { withBenchBucket } from './lib/s3-bucket.js';
 import { diskDirBeside, phaseBudget } from './lib/s3-disk.js';
 import {
+  machineBusy,
   runThroughputJob,
   type PhaseResult,
   type ThroughputJob,
@@ -83,9 +84,12 @@ function comparisons(
 
 function describe(c: Comparison): string {
   const verdict = c.ratio >= MIN_RATIO ? 'met' : 'NOT met';
+  const disk =
+    c.op === 'PUT'
+      ? `disk+fsync ${mb(c.disk.mbPerSec)} MB/s (no fsync ${mb(c.diskNoFsync.mbPerSec)})`
+      : `disk ${mb(c.disk.mbPerSec)} MB/s (no-fsync run ${mb(c.diskNoFsync.mbPerSec)})`;
   return (
-    `  ${c.size.label.padStart(6)} ${c.op}: disk+fsync ${mb(c.disk.mbPerSec)} MB/s ` +
-    `(no fsync ${mb(c.diskNoFsync.mbPerSec)}), pier ${mb(c.pier.mbPerSec)} MB/s, ` +
+    `  ${c.size.label.padStart(6)} ${c.op}: ${disk}, pier ${mb(c.pier.mbPerSec)} MB/s, ` +
     `ratio ${c.ratio.toFixed(2)} (${verdict}); pier p99 ${c.pier.p99Ms.toFixed(0)} ms per object, ` +
     `CPU pier ${c.serverCores.toFixed(2)} + SDK client ${c.clientCores.toFixed(2)} cores`
   );
@@ -123,11 +127,15 @@ const benchmark: Benchmark = {
           maxBytes: await phaseBudget(diskRoot),
         });
         const perStream = disk.perStream;
-        const measured = await withBenchBucket(pier, org, `bench-tp-${size.key.toLowerCase()}`, (b) =>
-          runThroughputJob(
-            { ...common, kind: 's3-throughput', perStream, target: b.target, prefix: 'tp/' },
-            limitS,
-          ),
+        const measured = await withBenchBucket(
+          pier,
+          org,
+          `bench-tp-${size.key.toLowerCase()}`,
+          (b) =>
+            runThroughputJob(
+              { ...common, kind: 's3-throughput', perStream, target: b.target, prefix: 'tp/' },
+              limitS,
+            ),
         );
         // Last, so that the dirty pages it leaves behind do not slow the fsync runs down.
         const noFsync = await runDisk(diskRoot, limitS, {
@@ -149,23 +157,23 @@ const benchmark: Benchmark = {
           notes[`${k}_ratio`] = round(c.ratio, 3);
           notes[`${k}_diskP99Ms`] = round(c.disk.p99Ms);
           notes[`${k}_pierP99Ms`] = round(c.pier.p99Ms);
-          notes[`${k}_pierCores`] = round(c.serverCores);
-          notes[`${k}_clientCores`] = round(c.clientCores);
+          notes[`${k}_pierCores`] = round(c.serverCores, 2);
+          notes[`${k}_clientCores`] = round(c.clientCores, 2);
         }
       }
 
+      Object.assign(notes, await machineBusy());
       const worst = all.reduce((a, b) => (b.ratio < a.ratio ? b : a));
       notes.headline = `${worst.size.label} ${worst.op}, the lowest ratio of the ${all.length} comparisons; req/s are objects/s`;
       return compare({
         name: benchmark.name,
-        baselineLabel: `disk+fsync (${worst.size.label} ${worst.op})`,
+        baselineLabel: `${worst.op === 'PUT' ? 'disk+fsync' : 'disk'} (${worst.size.label} ${worst.op})`,
         connections: STREAMS,
         baseline: asLoad(worst.disk),
         pier: asLoad(worst.pier),
         goal: { minRatio: MIN_RATIO, maxP99Ms: Infinity },
         notes,
       });
-
     } finally {
       if (diskRoot) await rm(diskRoot, { recursive: true, force: true });
       await pier.close();

@@ -8,6 +8,8 @@
  * ETag; so does the job here.
  */
 import { spawn } from 'node:child_process';
+import { readFile } from 'node:fs/promises';
+import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { S3Target } from './s3-bucket.js';
@@ -37,7 +39,7 @@ export interface ThroughputJob {
 
 /** Small-object jobs: `concurrency` loops for `durationS`, after a warm-up of `warmupS`. */
 export interface SmallJob {
-  kind: 'disk-small-read' | 's3-small-get' | 's3-small-put';
+  kind: 'disk-small-read' | 'disk-small-write' | 's3-small-get' | 's3-small-put';
   size: number;
   concurrency: number;
   durationS: number;
@@ -143,6 +145,9 @@ function runWorker(
     const child = spawn(process.execPath, ['--import', 'tsx', workerPath, JSON.stringify(job)], {
       cwd: root,
       stdio: ['ignore', 'pipe', 'pipe'],
+      // The SDK warns on Node 20 that releases after January 2027 will need Node 22; the
+      // notice would bury a real failure's message on stderr.
+      env: { ...process.env, AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true' },
     });
     let stdout = '';
     let stderr = '';
@@ -162,7 +167,8 @@ function runWorker(
         }
         const [edge, name] = line.slice(PHASE_MARK.length).split(' ');
         if (!name) continue;
-        if (edge === 'start') open.set(name, { cpu: process.cpuUsage(), at: process.hrtime.bigint() });
+        if (edge === 'start')
+          open.set(name, { cpu: process.cpuUsage(), at: process.hrtime.bigint() });
         const began = open.get(name);
         if (edge === 'end' && began) {
           const cpu = process.cpuUsage(began.cpu);
@@ -191,4 +197,17 @@ function runWorker(
       }
     });
   });
+}
+
+/**
+ * How busy the machine was over the last minute, for the notes: the load average and,
+ * where Linux reports it, the share of time some task waited for a CPU (PSI, percent).
+ * On a shared 2-core machine this moves the figures more than anything pier does.
+ */
+export async function machineBusy(): Promise<Record<string, number>> {
+  const busy: Record<string, number> = { loadAverage1m: Math.round(os.loadavg()[0]! * 100) / 100 };
+  const psi = await readFile('/proc/pressure/cpu', 'utf8').catch(() => '');
+  const some = /^some avg10=[\d.]+ avg60=([\d.]+)/m.exec(psi);
+  if (some) busy.cpuPressureSomeAvg60Pct = Number(some[1]);
+  return busy;
 }

@@ -61,7 +61,7 @@ function diskIo(dir: string, body: Buffer, fsync: boolean): ObjectIo {
     async put(name) {
       const handle = await open(path.join(dir, name), 'w', 0o600);
       try {
-        for (let at = 0; at < body.length; ) {
+        for (let at = 0; at < body.length;) {
           const { bytesWritten } = await handle.write(body, at, body.length - at);
           at += bytesWritten;
         }
@@ -100,7 +100,9 @@ function s3Io(target: S3Target, prefix: string, body: Buffer): ObjectIo {
   const Bucket = target.bucket;
   return {
     async put(name) {
-      const out = await client.send(new PutObjectCommand({ Bucket, Key: prefix + name, Body: body }));
+      const out = await client.send(
+        new PutObjectCommand({ Bucket, Key: prefix + name, Body: body }),
+      );
       if (out.ETag !== etag) throw new Error(`PUT ${prefix}${name} answered ETag ${out.ETag}`);
     },
     async get(name) {
@@ -118,7 +120,8 @@ function s3Io(target: S3Target, prefix: string, body: Buffer): ObjectIo {
 function ioOf(job: S3Job, body: Buffer): ObjectIo {
   if (job.kind.startsWith('disk-')) {
     if (!job.dir) throw new Error(`${job.kind} needs dir`);
-    return diskIo(job.dir, body, 'fsync' in job ? job.fsync === true : false);
+    const fsync = job.kind === 'disk-small-write' || ('fsync' in job && job.fsync === true);
+    return diskIo(job.dir, body, fsync);
   }
   if (!job.target) throw new Error(`${job.kind} needs target`);
   return s3Io(job.target, job.prefix ?? '', body);
@@ -277,6 +280,10 @@ async function small(job: SmallJob): Promise<SmallWorkerResult> {
         const bytes = await readFile(path.join(dir, `small-${n % job.keys}`));
         if (bytes.length !== job.size) throw new Error(`readFile answered ${bytes.length} bytes`);
       };
+    } else if (job.kind === 'disk-small-write') {
+      // A new file per write: open, write, fsync, close (as the throughput baseline).
+      op = (n) => io.put(`put-${n}`);
+      warmOp = (n) => io.put(`put-warm-${n}`);
     } else if (job.kind === 's3-small-get') {
       await Promise.all(range(job.keys).map((i) => io.put(`get-${i}`)));
       op = (n) => getChecked(io, `get-${n % job.keys}`, job.size);
@@ -318,6 +325,8 @@ try {
   const result = isThroughputJob(job) ? await throughput(job) : await small(job);
   process.stdout.write(`${JSON.stringify(result)}\n`);
 } catch (err) {
+  // At once: the other streams would go on for the rest of the phase. (Writes to a pipe are
+  // synchronous on Linux, so the message is out before the exit.)
   process.stderr.write(`${job.kind} failed: ${describe(err)}\n`);
-  process.exitCode = 1;
+  process.exit(1);
 }
