@@ -11,6 +11,7 @@ import type { ServiceContext } from '../context.js';
 import { ObjectError } from './object-error.js';
 import {
   MAX_PUT_BYTES,
+  checkDigests,
   commitObject,
   multipartEtag,
   newBlobId,
@@ -85,22 +86,7 @@ export async function uploadPart(
   const written = await ctx.blobs.put(bucketId, blobId, body, {
     sha256: opts.sha256Hex !== undefined,
     maxBytes: MAX_PUT_BYTES,
-    verify: (r) => {
-      if (opts.size !== undefined && r.size !== opts.size)
-        throw new ObjectError('IncompleteBody', 'The part is shorter than its length.');
-      if (opts.md5 && !opts.md5.equals(r.md5))
-        throw new ObjectError(
-          'BadDigest',
-          'The Content-MD5 you specified did not match what we received.',
-        );
-      if (opts.sha256Hex && r.sha256?.toString('hex') !== opts.sha256Hex.toLowerCase()) {
-        throw new ObjectError(
-          'XAmzContentSHA256Mismatch',
-          'The provided x-amz-content-sha256 header does not match what was computed.',
-        );
-      }
-      opts.verify?.(r);
-    },
+    verify: (r) => checkDigests(r, opts),
   });
   const etag = `"${written.md5.toString('hex')}"`;
   try {

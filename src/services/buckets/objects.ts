@@ -44,7 +44,8 @@ export function newBlobId(): string {
   return randomBytes(16).toString('hex');
 }
 
-function checkDigests(r: BlobWriteResult, opts: PutOptions): void {
+/** The checks every write makes of its complete bytes before they become visible. */
+export function checkDigests(r: BlobWriteResult, opts: PutOptions): void {
   if (opts.size !== undefined && r.size !== opts.size) {
     throw new ObjectError('IncompleteBody', `Expected ${opts.size} bytes, received ${r.size}.`);
   }
