@@ -81,12 +81,23 @@ export async function claimNext(
     WHERE id = (
       SELECT id FROM jobs
       WHERE kind = ANY(${kinds}) AND run_at <= now()
-        AND (state = 'queued' OR (state = 'running' AND locked_until < now()))
+        AND (state = 'queued'
+          OR (state = 'running' AND locked_until < now() AND attempts < max_attempts))
       ORDER BY run_at, id
       FOR UPDATE SKIP LOCKED
       LIMIT 1)
     RETURNING id, kind, payload, state, attempts, max_attempts, steps, last_error`.execute(ex);
   return result.rows[0];
+}
+
+/**
+ * Jobs whose worker died on their last allowed try (a crash, not an error it could
+ * record) are failed here, so a job that kills its worker is not retried forever.
+ */
+export async function failExhausted(ex: Executor): Promise<void> {
+  await sql`UPDATE jobs SET state = 'failed', finished_at = now(), locked_by = NULL,
+      last_error = coalesce(last_error, 'the worker stopped during the last try')
+    WHERE state = 'running' AND locked_until < now() AND attempts >= max_attempts`.execute(ex);
 }
 
 /** Extends the claim of every job this worker holds. */
@@ -95,15 +106,19 @@ export async function renewLeases(ex: Executor, workerId: string, leaseMs: numbe
     WHERE state = 'running' AND locked_by = ${workerId}`.execute(ex);
 }
 
+/** Records a finished step, only while this worker still holds the job. */
 export async function recordStep(
   ex: Executor,
   id: number,
+  workerId: string,
   name: string,
   value: unknown,
 ): Promise<void> {
-  await sql`UPDATE jobs SET steps = steps || jsonb_build_object(${name}::text, ${JSON.stringify(
-    value ?? null,
-  )}::jsonb) WHERE id = ${id}`.execute(ex);
+  const res =
+    await sql`UPDATE jobs SET steps = steps || jsonb_build_object(${name}::text, ${JSON.stringify(
+      value ?? null,
+    )}::jsonb) WHERE id = ${id} AND locked_by = ${workerId}`.execute(ex);
+  if (res.numAffectedRows === 0n) throw new Error(`job ${id} is no longer held by this worker`);
 }
 
 export async function markDone(ex: Executor, id: number, workerId: string): Promise<void> {

@@ -9,7 +9,15 @@ import type { Logger } from 'pino';
 import type pg from 'pg';
 import type { Db } from '../store/db.js';
 import type { JobCatalogue, JobContext } from './catalogue.js';
-import { claimNext, markDone, markFailed, recordStep, renewLeases, type JobRow } from './queue.js';
+import {
+  claimNext,
+  failExhausted,
+  markDone,
+  markFailed,
+  recordStep,
+  renewLeases,
+  type JobRow,
+} from './queue.js';
 import { sql } from 'kysely';
 
 export const JOBS_CHANNEL = 'pier_jobs';
@@ -69,6 +77,7 @@ export class JobWorker {
   }
 
   private async fill(): Promise<void> {
+    await failExhausted(this.opts.db);
     const max = this.opts.concurrency ?? 4;
     while (!this.stopped && this.running.size < max) {
       const job = await claimNext(
@@ -78,10 +87,14 @@ export class JobWorker {
         this.opts.leaseMs,
       );
       if (!job) return;
-      const p = this.execute(job).finally(() => {
-        this.running.delete(job.id);
-        this.poke();
-      });
+      // A failure to even record the outcome (database gone) must not end the process:
+      // the lease lapses and the job is taken again.
+      const p = this.execute(job)
+        .catch((err) => this.opts.log.error({ err, jobId: job.id }, 'job outcome not recorded'))
+        .finally(() => {
+          this.running.delete(job.id);
+          this.poke();
+        });
       this.running.set(job.id, p);
     }
   }
@@ -99,7 +112,7 @@ export class JobWorker {
       step: async <T>(name: string, fn: () => Promise<T>): Promise<T> => {
         if (name in steps) return steps[name] as T;
         const value = await fn();
-        await recordStep(db, job.id, name, value);
+        await recordStep(db, job.id, this.id, name, value);
         steps[name] = value ?? null;
         return value;
       },

@@ -49,13 +49,20 @@ export function toApp(ctx: ServiceContext, r: AppRow): App {
 }
 
 /** The app row of `orgId` named `name`, or 404 (also when another org owns it). */
-export async function findApp(ex: Executor, orgId: string, name: string): Promise<AppRow> {
-  const row = await ex
+export async function findApp(
+  ex: Executor,
+  orgId: string,
+  name: string,
+  opts: { lock?: boolean } = {},
+): Promise<AppRow> {
+  let q = ex
     .selectFrom('apps')
     .select(['id', 'name', 'org_id', 'created_at'])
     .where('org_id', '=', orgId)
-    .where('name', '=', name)
-    .executeTakeFirst();
+    .where('name', '=', name);
+  // Changes to an app's secrets (by hand or by attachments) hold its row, one at a time.
+  if (opts.lock) q = q.forUpdate();
+  const row = await q.executeTakeFirst();
   if (!row) throw notFound(`App '${name}'`);
   return row;
 }

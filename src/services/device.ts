@@ -125,11 +125,18 @@ export async function pollDeviceToken(ctx: ServiceContext, deviceCode: string) {
       };
     }
     const name = `pier CLI${row.client ? ` (${row.client}${row.version ? ` ${row.version}` : ''})` : ''}`;
+    // The key lives as long as the approver's key allows (spec 5.6), no longer.
+    const bound = row.approver_expires_at;
+    if (bound && bound.getTime() <= now.getTime()) {
+      return {
+        refusal: new ApiError('expired-token', 'The key that approved this login has expired.'),
+      };
+    }
     const key = await mintKey(
       tx,
       now,
-      { orgId: row.org_id!, userId: row.user_id, expiresAt: null },
-      { name: name.slice(0, 120) },
+      { orgId: row.org_id!, userId: row.user_id, expiresAt: bound },
+      { name: name.slice(0, 120), ...(bound ? { expiresAt: bound.toISOString() } : {}) },
     );
     await tx
       .updateTable('device_logins')
@@ -171,16 +178,27 @@ export async function lookupDevice(ctx: ServiceContext, code: string) {
   };
 }
 
+/**
+ * Approves or declines a pending login. `approverExpiresAt` bounds the key the CLI will
+ * receive: an expiring key cannot approve a longer-lived one (spec 5.6). A console
+ * sign-in is the person themselves, so their approval is not bounded by the session.
+ */
 export async function approveDevice(
   ctx: ServiceContext,
   orgId: string,
   userId: string | null,
+  approverExpiresAt: Date | null,
   body: z.output<typeof deviceApproveBody>,
 ) {
   const row = await pendingByUserCode(ctx, body.userCode);
   const res = await ctx.db
     .updateTable('device_logins')
-    .set({ state: body.approve ? 'approved' : 'denied', org_id: orgId, user_id: userId })
+    .set({
+      state: body.approve ? 'approved' : 'denied',
+      org_id: orgId,
+      user_id: userId,
+      approver_expires_at: approverExpiresAt,
+    })
     .where('id', '=', row.id)
     .where('state', '=', 'pending')
     .executeTakeFirst();

@@ -115,7 +115,7 @@ export async function putSecrets(
 ): Promise<PutSecretsAnswer> {
   checkNames(body);
   return ctx.db.transaction().execute(async (tx) => {
-    const app = await findApp(tx, orgId, appName);
+    const app = await findApp(tx, orgId, appName, { lock: true });
     const existing = new Map((await rows(tx, app.id)).map((r) => [r.name, r]));
     const touched = new Set([...Object.keys(body.secrets ?? {}), ...Object.keys(body.build ?? {})]);
     const managed = [...touched].filter((n) => existing.get(n)?.managed_reason);
@@ -147,12 +147,15 @@ export async function putSecrets(
           updated_at: now,
         })
         .onConflict((oc) =>
-          oc.columns(['app_id', 'name']).doUpdateSet({
-            nonce: sealed.nonce,
-            ciphertext: sealed.ciphertext,
-            updated_at: now,
-            ...(build !== null ? { build } : {}),
-          }),
+          oc
+            .columns(['app_id', 'name'])
+            .doUpdateSet({
+              nonce: sealed.nonce,
+              ciphertext: sealed.ciphertext,
+              updated_at: now,
+              ...(build !== null ? { build } : {}),
+            })
+            .where('secrets.managed_reason', 'is', null),
         )
         .execute();
     }
@@ -163,6 +166,7 @@ export async function putSecrets(
         .set({ build, updated_at: now })
         .where('app_id', '=', app.id)
         .where('name', '=', name)
+        .where('managed_reason', 'is', null)
         .execute();
     }
     return {
@@ -182,7 +186,7 @@ export async function deleteSecret(
   name: string,
 ): Promise<void> {
   await ctx.db.transaction().execute(async (tx) => {
-    const app = await findApp(tx, orgId, appName);
+    const app = await findApp(tx, orgId, appName, { lock: true });
     const row = await tx
       .selectFrom('secrets')
       .select(['managed_reason'])

@@ -108,6 +108,7 @@ export interface DeviceLoginsTable {
   state: Generated<'pending' | 'approved' | 'denied' | 'redeemed'>;
   org_id: string | null;
   user_id: string | null;
+  approver_expires_at: NullableTimestamp;
 }
 
 export interface NamesTable {

@@ -193,6 +193,20 @@ describe('device login, end to end', () => {
     expect(tokens.body.every((k: { orgId: string }) => k.orgId === other.id)).toBe(true);
   });
 
+  it('never hands out a key that outlasts the expiring key that approved it', async () => {
+    const short = await tp.request('POST', '/v1/tokens', {
+      token: org.token,
+      body: { name: 'short-lived approver', ttlSeconds: 120 },
+    });
+    const code = await newCode({ client: 'x' });
+    expect((await approve(code.userCode, short.body.token)).status).toBe(200);
+    const done = await poll(code.deviceCode);
+    expect(done.status).toBe(200);
+    const keys = (await tp.request('GET', '/v1/tokens', { token: org.token })).body;
+    const minted = keys.find((k: { prefix: string }) => done.body.token.startsWith(k.prefix));
+    expect(minted.expiresAt).toBe(short.body.expiresAt);
+  });
+
   it('answers 403 access-denied when the person declines', async () => {
     const code = await newCode({ client: 'pier-cli' });
     const no = await approve(code.userCode, org.token, false);

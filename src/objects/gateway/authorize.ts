@@ -17,20 +17,25 @@ import type { S3Target } from './request.js';
 const GRANT_TTL_MS = 30_000;
 
 export class GrantCache {
-  private readonly grants = new Map<string, { grant: S3KeyGrant | undefined; at: number }>();
+  private readonly grants = new Map<string, { grant: S3KeyGrant; at: number }>();
+  /** Bumped by every invalidation: a lookup that raced one must not cache what it read. */
+  private generation = 0;
 
   constructor(private readonly ctx: ServiceContext) {}
 
   async get(accessKeyId: string): Promise<S3KeyGrant | undefined> {
     const hit = this.grants.get(accessKeyId);
     if (hit && Date.now() - hit.at < GRANT_TTL_MS) return hit.grant;
+    const gen = this.generation;
     const grant = await findS3Key(this.ctx, accessKeyId);
     // Unknown keys are not cached: a flood of random ids must not grow the map.
-    if (grant) this.grants.set(accessKeyId, { grant, at: Date.now() });
+    if (grant && gen === this.generation) this.grants.set(accessKeyId, { grant, at: Date.now() });
     return grant;
   }
 
+  /** Drops one key, or (without an id) every key, e.g. when an organization changes. */
   invalidate(accessKeyId?: string): void {
+    this.generation++;
     if (accessKeyId === undefined) this.grants.clear();
     else this.grants.delete(accessKeyId);
   }
@@ -57,6 +62,7 @@ export async function authorize(
     { now: ctx.clock() },
   );
   if (!grant) throw new ObjectError('AccessDenied', 'Access Denied');
+  if (grant.suspended) throw new ObjectError('AccessDenied', 'The organization is suspended.');
   if (target.bucket !== undefined && target.bucket !== grant.bucketName) {
     throw new ObjectError('AccessDenied', 'Access Denied');
   }

@@ -96,15 +96,21 @@ export async function handleUploadPartCopy(
   // The blob of the version just read: a concurrent overwrite cannot mix two versions.
   const body =
     head.size === 0 ? Readable.from([]) : await ctx.blobs.get(a.grant.bucketId, head.blobId, range);
-  const etag = await uploadPart(
-    ctx,
-    a.grant.bucketId,
-    t.key!,
-    t.query.get('uploadId')!,
-    Number(t.query.get('partNumber')),
-    body,
-    { size: range ? range.end - range.start + 1 : head.size },
-  );
+  let etag: string;
+  try {
+    etag = await uploadPart(
+      ctx,
+      a.grant.bucketId,
+      t.key!,
+      t.query.get('uploadId')!,
+      Number(t.query.get('partNumber')),
+      body,
+      { size: range ? range.end - range.start + 1 : head.size },
+    );
+  } finally {
+    // A refused part (bad upload id or number) never reads the source: close its file now.
+    body.destroy();
+  }
   return sendXml(reply, 'CopyPartResult', { LastModified: isoDate(ctx.clock()), ETag: etag });
 }
 

@@ -47,7 +47,7 @@ export async function attachBucket(
   prefix: string | undefined,
 ): Promise<Attachment> {
   return ctx.db.transaction().execute(async (tx) => {
-    const app = await findApp(tx, orgId, appName);
+    const app = await findApp(tx, orgId, appName, { lock: true });
     const bucket = await findBucket(tx, orgId, bucketName);
     const existing = await tx
       .selectFrom('bucket_attachments')
@@ -122,7 +122,7 @@ export async function detachBucketFromApp(
   appName: string,
   bucket: BucketRow,
 ): Promise<Attachment> {
-  const app = await findApp(tx, orgId, appName);
+  const app = await findApp(tx, orgId, appName, { lock: true });
   const row = await tx
     .deleteFrom('bucket_attachments')
     .where('app_id', '=', app.id)

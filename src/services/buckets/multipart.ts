@@ -29,14 +29,23 @@ export interface PartInfo {
   lastModified: Date;
 }
 
-async function findUpload(ex: Executor, bucketId: string, uploadId: string, key: string) {
-  const row = await ex
+async function findUpload(
+  ex: Executor,
+  bucketId: string,
+  uploadId: string,
+  key: string,
+  opts: { lock?: boolean } = {},
+) {
+  let q = ex
     .selectFrom('multipart_uploads')
     .select(['id', 'content_type', 'metadata'])
     .where('id', '=', uploadId)
     .where('bucket_id', '=', bucketId)
-    .where('key', '=', key)
-    .executeTakeFirst();
+    .where('key', '=', key);
+  // Part writes, completion and abort of one upload take turns on its row, so no part
+  // blob is written after completion or abort has listed the parts to delete.
+  if (opts.lock) q = q.forUpdate();
+  const row = await q.executeTakeFirst();
   if (!row) {
     throw new ObjectError('NoSuchUpload', 'The specified multipart upload does not exist.', {
       UploadId: uploadId,
@@ -91,7 +100,7 @@ export async function uploadPart(
   const etag = `"${written.md5.toString('hex')}"`;
   try {
     await ctx.db.transaction().execute(async (tx) => {
-      await findUpload(tx, bucketId, uploadId, key);
+      await findUpload(tx, bucketId, uploadId, key, { lock: true });
       const previous = await tx
         .selectFrom('multipart_parts')
         .select('blob_id')
@@ -203,15 +212,11 @@ export async function completeUpload(
       contentType: upload.content_type,
       metadata: upload.metadata ?? {},
     },
-    async (tx) => {
-      await dropUpload(tx, bucketId, uploadId, key);
-      for (const p of stored)
-        await enqueue(tx, ctx.jobs, 'objects.delete-blob', { ns: bucketId, blobId: p.blob_id });
-    },
+    async (tx) => dropUploadAndParts(tx, ctx, bucketId, uploadId, key),
   );
 }
 
-/** Removes the upload and schedules every part blob for deletion. */
+/** Removes the upload row (its part rows go with it). */
 async function dropUpload(
   tx: Executor,
   bucketId: string,
@@ -238,16 +243,30 @@ export async function abortUpload(
   key: string,
   uploadId: string,
 ): Promise<void> {
-  await ctx.db.transaction().execute(async (tx) => {
-    const parts = await tx
-      .selectFrom('multipart_parts')
-      .select('blob_id')
-      .where('upload_id', '=', uploadId)
-      .execute();
-    await dropUpload(tx, bucketId, uploadId, key);
-    for (const p of parts)
-      await enqueue(tx, ctx.jobs, 'objects.delete-blob', { ns: bucketId, blobId: p.blob_id });
-  });
+  await ctx.db.transaction().execute((tx) => dropUploadAndParts(tx, ctx, bucketId, uploadId, key));
+}
+
+/**
+ * Removes the upload and schedules every part blob for deletion, holding the upload's row
+ * so that no part write slips in between the listing of parts and the removal.
+ */
+async function dropUploadAndParts(
+  tx: Executor,
+  ctx: ServiceContext,
+  bucketId: string,
+  uploadId: string,
+  key: string,
+): Promise<void> {
+  await findUpload(tx, bucketId, uploadId, key, { lock: true });
+  const parts = await tx
+    .selectFrom('multipart_parts')
+    .select('blob_id')
+    .where('upload_id', '=', uploadId)
+    .execute();
+  await dropUpload(tx, bucketId, uploadId, key);
+  for (const p of parts) {
+    await enqueue(tx, ctx.jobs, 'objects.delete-blob', { ns: bucketId, blobId: p.blob_id });
+  }
 }
 
 export async function listUploads(ex: Executor, bucketId: string, prefix = '') {

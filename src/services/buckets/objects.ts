@@ -101,6 +101,12 @@ async function commitObject(
 ): Promise<ObjectMeta> {
   try {
     return await ctx.db.transaction().execute(async (tx) => {
+      // Writers of one key take turns, so each sees the blob it replaces (even on the
+      // first write of a key, when there is no row to lock yet) and schedules its deletion.
+      // Bucket ids hold no "/", so "id/key" names exactly one object.
+      await sql`SELECT pg_advisory_xact_lock(hashtextextended(${`${bucketId}/${key}`}, 0))`.execute(
+        tx,
+      );
       const previous = await tx
         .selectFrom('objects')
         .select('blob_id')

@@ -28,6 +28,8 @@ export interface S3KeyGrant {
   orgId: string;
   bucketId: string;
   bucketName: string;
+  /** The organization is suspended: its keys are refused (AccessDenied). */
+  suspended: boolean;
   secret: string;
 }
 
@@ -74,7 +76,16 @@ export async function findS3Key(
   const row = await ctx.db
     .selectFrom('s3_keys as k')
     .innerJoin('buckets as b', 'b.id', 'k.bucket_id')
-    .select(['k.id', 'k.org_id', 'k.bucket_id', 'b.name', 'k.secret_nonce', 'k.secret_ciphertext'])
+    .innerJoin('orgs as o', 'o.id', 'k.org_id')
+    .select([
+      'k.id',
+      'k.org_id',
+      'k.bucket_id',
+      'b.name',
+      'k.secret_nonce',
+      'k.secret_ciphertext',
+      'o.suspended_at',
+    ])
     .where('k.id', '=', accessKeyId)
     .where('k.revoked_at', 'is', null)
     .executeTakeFirst();
@@ -84,6 +95,7 @@ export async function findS3Key(
     orgId: row.org_id,
     bucketId: row.bucket_id,
     bucketName: row.name,
+    suspended: row.suspended_at !== null,
     secret: ctx.box.open(
       { nonce: row.secret_nonce, ciphertext: row.secret_ciphertext },
       binding(row.id),

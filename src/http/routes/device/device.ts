@@ -95,7 +95,8 @@ export function deviceRoutes(root: FastifyInstance, { ctx, rateLimiter }: AppDep
     },
     handler: async (req) => {
       const p = principalOf(req);
-      return approveDevice(ctx, p.orgId, p.orgId === p.key.orgId ? p.key.userId : null, req.body);
+      const userId = p.orgId === p.key.orgId ? p.key.userId : null;
+      return approveDevice(ctx, p.orgId, userId, p.key.console ? null : p.key.expiresAt, req.body);
     },
   });
 }
