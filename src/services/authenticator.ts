@@ -85,6 +85,9 @@ export class Authenticator implements AuthEvents {
   private readonly uses = new Map<string, Date>();
   private generation = 0;
   private listener: pg.PoolClient | undefined;
+  private pool: pg.Pool | undefined;
+  private reconnect: NodeJS.Timeout | undefined;
+  private stopping = false;
   private flushTimer: NodeJS.Timeout | undefined;
 
   constructor(
@@ -95,15 +98,46 @@ export class Authenticator implements AuthEvents {
   ) {}
 
   async start(pool: pg.Pool): Promise<void> {
-    this.listener = await pool.connect();
-    this.listener.on('error', (err) => this.log.warn({ err }, 'auth listener lost'));
-    this.listener.on('notification', (msg) => this.applyInvalidation(msg.payload ?? ''));
-    await this.listener.query(`LISTEN ${INVALIDATION_CHANNEL}`);
+    this.pool = pool;
+    await this.listen();
     // lastUsedAt is written in batches: one UPDATE per second instead of one per request.
     this.flushTimer = setInterval(() => void this.flushUses(), 1000);
   }
 
+  /**
+   * Opens the LISTEN connection. When it drops, whatever other replicas announced in the
+   * meantime is lost, so every cache is emptied and the connection is opened again.
+   */
+  private async listen(): Promise<void> {
+    const client = await this.pool!.connect();
+    this.listener = client;
+    const lost = (err?: Error) => {
+      if (this.listener !== client || this.stopping) return;
+      this.log.warn({ err }, 'auth listener lost; caches emptied, listening again');
+      this.listener = undefined;
+      client.release(err ?? true);
+      this.forgetEverything();
+      this.reconnect = setTimeout(() => {
+        this.listen().catch((e: Error) => lost(e));
+      }, 1000);
+    };
+    client.on('error', lost);
+    client.on('end', () => lost());
+    client.on('notification', (msg) => this.applyInvalidation(msg.payload ?? ''));
+    await client.query(`LISTEN ${INVALIDATION_CHANNEL}`);
+  }
+
+  private forgetEverything(): void {
+    this.generation++;
+    this.keys.clear();
+    this.orgs.clear();
+    this.listings.clear();
+    for (const fn of this.listeners) fn('all', '');
+  }
+
   async stop(): Promise<void> {
+    this.stopping = true;
+    clearTimeout(this.reconnect);
     clearInterval(this.flushTimer);
     await this.flushUses();
     if (this.listener) {

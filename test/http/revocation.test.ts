@@ -92,6 +92,34 @@ describe('revocation', () => {
     expect(status).toBe(401);
   });
 
+  it('listens again after losing its LISTEN connection, and revocation still reaches it', async () => {
+    const key = (
+      await tp.request('POST', '/v1/tokens', { token: org.token, body: { name: 'relisten' } })
+    ).body;
+    expect((await request(replica.url, 'GET', '/v1/tokens', { token: key.token })).status).toBe(
+      200,
+    );
+    // Cut every LISTEN connection of this database, as a network blip or a restart would.
+    const cut = await tp.platform.store.pool.query(
+      `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+        WHERE datname = current_database() AND query LIKE 'LISTEN pier_auth%' AND pid <> pg_backend_pid()`,
+    );
+    expect(cut.rowCount).toBeGreaterThanOrEqual(2); // this platform's and the replica's
+    await new Promise((r) => setTimeout(r, 1500));
+    expect((await request(replica.url, 'GET', '/v1/tokens', { token: key.token })).status).toBe(
+      200,
+    );
+    expect((await tp.request('DELETE', `/v1/tokens/${key.id}`, { token: org.token })).status).toBe(
+      204,
+    );
+    let status = 200;
+    for (let i = 0; i < 50 && status === 200; i++) {
+      status = (await request(replica.url, 'GET', '/v1/tokens', { token: key.token })).status;
+      if (status === 200) await new Promise((r) => setTimeout(r, 10));
+    }
+    expect(status).toBe(401);
+  });
+
   it('suspends an organization on every replica', async () => {
     const o = await tp.createOrg();
     expect((await request(replica.url, 'GET', '/v1/apps', { token: o.token })).status).toBe(200);

@@ -137,7 +137,7 @@ export async function s3Gateway(app: FastifyInstance, ctx: ServiceContext): Prom
   ctx.auth.onInvalidation((kind, id) => {
     if (kind === 's3key') grants.invalidate(id);
     // Suspension and unsuspension change what every key of the org may do.
-    if (kind === 'org') grants.invalidate();
+    if (kind === 'org' || kind === 'all') grants.invalidate();
   });
   onS3KeyRevoked(ctx, (id) => grants.invalidate(id));
   const cors = new CorsRules(ctx);
