@@ -35,6 +35,7 @@ import {
   type StoragePool,
   type VolumeInfo,
   VOLUME_NAME,
+  mustNotExist,
 } from './pool.js';
 import { ToolError } from './run.js';
 import { buildingName, isLeftover } from './temp-names.js';
@@ -105,7 +106,7 @@ export class BtrfsPool implements StoragePool {
     checkQuota(opts.quotaBytes);
     this.checkOpen();
     return this.locks.with([name], async () => {
-      await this.mustNotExist(name);
+      await mustNotExist(this.pathOf(name), name);
       // Built under a temporary name and renamed into place, so that a crash never leaves
       // a volume without its limit or owner: only a leftover that the next open clears.
       const temp = path.join(this.root, buildingName(name));
@@ -133,7 +134,7 @@ export class BtrfsPool implements StoragePool {
       if (!(await this.isVolume(source))) {
         throw new PoolError('not-found', `volume ${source} does not exist`);
       }
-      await this.mustNotExist(name);
+      await mustNotExist(this.pathOf(name), name);
       const temp = path.join(this.root, buildingName(name));
       try {
         await snapshotSubvolume(this.pathOf(source), temp, opts.readOnly ?? false);
@@ -240,16 +241,6 @@ export class BtrfsPool implements StoragePool {
       if ((err as NodeJS.ErrnoException).code === 'ENOENT') return false;
       throw err;
     }
-  }
-
-  private async mustNotExist(name: string): Promise<void> {
-    try {
-      await lstat(this.pathOf(name));
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return;
-      throw err;
-    }
-    throw new PoolError('exists', `volume ${name} already exists`);
   }
 
   /**

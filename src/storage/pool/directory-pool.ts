@@ -22,6 +22,7 @@ import {
   type StoragePool,
   type VolumeInfo,
   VOLUME_NAME,
+  mustNotExist,
 } from './pool.js';
 import { runTool } from './run.js';
 import { buildingName, isLeftover, trashName } from './temp-names.js';
@@ -50,7 +51,7 @@ export class DirectoryPool implements StoragePool {
     checkQuota(opts.quotaBytes);
     this.checkOpen();
     return this.locks.with([name], async () => {
-      await this.mustNotExist(name);
+      await mustNotExist(this.pathOf(name), name);
       const temp = path.join(this.root, buildingName(name));
       try {
         await mkdir(temp, { mode: 0o700 });
@@ -74,7 +75,7 @@ export class DirectoryPool implements StoragePool {
       if (!(await this.exists(source))) {
         throw new PoolError('not-found', `volume ${source} does not exist`);
       }
-      await this.mustNotExist(name);
+      await mustNotExist(this.pathOf(name), name);
       const temp = path.join(this.root, buildingName(name));
       try {
         // -a keeps owners, modes, links and times; -T copies the directory itself to temp.
@@ -158,16 +159,6 @@ export class DirectoryPool implements StoragePool {
       if ((err as NodeJS.ErrnoException).code === 'ENOENT') return false;
       throw err;
     }
-  }
-
-  private async mustNotExist(name: string): Promise<void> {
-    try {
-      await lstat(this.pathOf(name));
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return;
-      throw err;
-    }
-    throw new PoolError('exists', `volume ${name} already exists`);
   }
 }
 

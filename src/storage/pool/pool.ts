@@ -5,6 +5,7 @@
  * host allows it, and plain directories (full copies, no quota) where it does not. A
  * service never knows which one it has; `kind` is there for capacity reports only.
  */
+import { lstat } from 'node:fs/promises';
 import { constants } from 'node:os';
 
 /** A volume as the pool sees it. */
@@ -120,4 +121,15 @@ export function asPoolError(err: unknown): PoolError {
   if (err instanceof PoolError) return err;
   const message = err instanceof Error ? err.message : String(err);
   return new PoolError(isNoSpace(err) ? 'no-space' : 'backend', message);
+}
+
+/** Throws PoolError 'exists' when something is already at `file` (the volume `name`). */
+export async function mustNotExist(file: string, name: string): Promise<void> {
+  try {
+    await lstat(file);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return;
+    throw err;
+  }
+  throw new PoolError('exists', `volume ${name} already exists`);
 }
