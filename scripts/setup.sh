@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs what pier needs from Debian's packages and prepares the host. Idempotent:
 # a second run installs nothing and changes nothing.
-#   - PostgreSQL server binaries: the embedded state store (and, later, managed databases)
+#   - PostgreSQL server binaries and psql: the embedded state store and managed databases
+#   - redis-server and redis-tools (redis-check-aof, redis-cli): managed Redis databases
+#   - openssl: the platform CA that signs the databases' TLS certificates
 #   - openssh-client: ssh-keygen, used by the tests to make real SSH keys
 #   - awscli and s3cmd: S3 clients nobody here wrote, which the bucket tests drive
 #   - btrfs-progs: the storage pool (subvolumes, snapshots, quotas) for databases and volumes
@@ -13,6 +15,10 @@ if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 
 need=()
 compgen -G '/usr/lib/postgresql/*/bin/postgres' >/dev/null || need+=(postgresql)
+command -v psql >/dev/null || need+=(postgresql-client)
+command -v redis-server >/dev/null || need+=(redis-server)
+command -v redis-check-aof >/dev/null || need+=(redis-tools)
+command -v openssl >/dev/null || need+=(openssl)
 command -v ssh-keygen >/dev/null || need+=(openssh-client)
 command -v aws >/dev/null || need+=(awscli)
 command -v s3cmd >/dev/null || need+=(s3cmd)

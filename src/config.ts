@@ -43,6 +43,11 @@ export const configSchema = z.object({
   objectStoreSecretAccessKey: z.string().optional(),
   /** Storage pool of customer data: btrfs when the host allows it (auto), or plain directories. */
   storagePool: z.enum(['auto', 'btrfs', 'directory']).default('auto'),
+  /** Ports of managed databases' fronts (what customers connect to), as FROM-TO. */
+  databasePorts: z
+    .string()
+    .regex(/^\d{1,5}-\d{1,5}$/, 'must be FROM-TO')
+    .default('20000-29999'),
   /** Largest JSON body accepted by ordinary routes. */
   bodyLimitBytes: z
     .number()
@@ -105,6 +110,7 @@ export function configFromEnv(env: NodeJS.ProcessEnv): ConfigInput {
     jobLeaseMs: num('PIER_JOB_LEASE_MS'),
     objectStoreUrl: pick('PIER_OBJECT_STORE_URL'),
     storagePool: pick('PIER_STORAGE_POOL') as ConfigInput['storagePool'],
+    databasePorts: pick('PIER_DATABASE_PORTS'),
     objectStoreAccessKeyId: pick('PIER_OBJECT_STORE_ACCESS_KEY_ID'),
     objectStoreSecretAccessKey: pick('PIER_OBJECT_STORE_SECRET_ACCESS_KEY'),
   };

@@ -13,8 +13,12 @@ import { buildApp, type AppDeps } from './http/app.js';
 import { JobCatalogue, type JobDefinition } from './jobs/catalogue.js';
 import { housekeepingJobs, scheduleHousekeeping } from './jobs/housekeeping.js';
 import { JobWorker } from './jobs/worker.js';
+import { enqueue } from './jobs/queue.js';
 import { Authenticator } from './services/authenticator.js';
 import { bucketJobs } from './services/buckets/jobs.js';
+import { DatabaseHost } from './engines/host/database-host.js';
+import { databaseJobs } from './services/databases/jobs.js';
+import { scheduleDatabaseUpkeep, takeBackDatabases } from './services/databases/upkeep.js';
 import { blobStoreFromConfig } from './objects/blobs/config.js';
 import type { Clock, ServiceContext } from './services/context.js';
 import { RateLimiter } from './services/rate-limit.js';
@@ -98,11 +102,32 @@ export async function startPlatform(config: Config, opts: PlatformOptions = {}):
       secretAccessKey: config.objectStoreSecretAccessKey,
       region: config.region,
     });
+    const pool = new PoolHandle(
+      config.dataDir,
+      logger,
+      config.storagePool === 'auto' ? undefined : config.storagePool,
+    );
+    undo.push(() => pool.close());
+    // Filled in below; jobs only run once the worker starts, after it is set.
+    const late: { ctx?: ServiceContext } = {};
     const catalogue = new JobCatalogue([
       ...housekeepingJobs(store.db),
       ...bucketJobs(blobs),
+      ...databaseJobs(() => late.ctx!),
       ...(opts.jobs ?? []),
     ]);
+    const dbHost = new DatabaseHost({
+      config,
+      db: store.db,
+      box,
+      pool,
+      log: logger.child({ component: 'databases' }),
+      onFailover: async (databaseId) => {
+        await enqueue(store.db, catalogue, 'databases.rebuild-standby', { databaseId });
+      },
+    });
+    // Fronts close before the pool: servers keep running and are taken back next start.
+    undo.push(() => dbHost.close());
     const authenticator = new Authenticator(store.db, clock, logger);
     await authenticator.start(store.pool);
     undo.push(() => authenticator.stop());
@@ -115,14 +140,9 @@ export async function startPlatform(config: Config, opts: PlatformOptions = {}):
       log: logger,
       auth: authenticator,
       blobs,
+      dbHost,
     };
-
-    const pool = new PoolHandle(
-      config.dataDir,
-      logger,
-      config.storagePool === 'auto' ? undefined : config.storagePool,
-    );
-    undo.push(() => pool.close());
+    late.ctx = ctx;
     const app = await buildApp({
       config,
       ctx,
@@ -156,6 +176,10 @@ export async function startPlatform(config: Config, opts: PlatformOptions = {}):
     undo.push(() => worker.stop());
     const stopSchedule = scheduleHousekeeping(store.db, catalogue);
     undo.push(async () => stopSchedule());
+    await takeBackDatabases(ctx);
+    dbHost.startTickers();
+    const stopUpkeep = scheduleDatabaseUpkeep(ctx);
+    undo.push(async () => stopUpkeep());
 
     const hostForUrl = config.listenHost.includes(':')
       ? `[${config.listenHost}]`

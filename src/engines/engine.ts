@@ -119,6 +119,12 @@ export interface ReplicatingEngine extends DatabaseEngine {
   createStandby(env: EngineEnv, primary: InstanceSpec, standby: InstanceSpec): Promise<void>;
   /** Promotes a standby to primary; resolves when it accepts writes. */
   promote(env: EngineEnv, standby: InstanceSpec): Promise<void>;
+  /**
+   * Makes `primary` stop waiting for its synchronous standby (lost for good, or about to be
+   * replaced): without this, every commit on it hangs until a standby is back. Releases
+   * commits already waiting. Idempotent. Optional so that other implementations still fit.
+   */
+  detachStandby?(env: EngineEnv, primary: InstanceSpec): Promise<void>;
 }
 
 /**

@@ -4,6 +4,7 @@ import type { Config } from '../config.js';
 import type { SecretBox } from '../crypto/secret-box.js';
 import type { JobCatalogue } from '../jobs/catalogue.js';
 import type { BlobStore } from '../objects/blobs/blob-store.js';
+import type { DatabaseHost } from '../engines/host/database-host.js';
 import type { Db } from '../store/db.js';
 import type { AuthEvents } from './authenticator.js';
 
@@ -20,4 +21,6 @@ export interface ServiceContext {
   auth: AuthEvents;
   /** Where object bytes live (filesystem or S3). */
   blobs: BlobStore;
+  /** The host's managed database servers: engines, fronts, sleep and failover. */
+  dbHost: DatabaseHost;
 }

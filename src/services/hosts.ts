@@ -13,6 +13,11 @@ export async function listHosts(ctx: ServiceContext, pool: PoolHandle) {
     .selectFrom('buckets')
     .select((eb) => eb.fn.countAll<number>().as('n'))
     .executeTakeFirstOrThrow();
+  const databases = await ctx.db
+    .selectFrom('databases')
+    .select((eb) => eb.fn.countAll<number>().as('n'))
+    .where('host', '=', ctx.dbHost.id)
+    .executeTakeFirstOrThrow();
   return [
     {
       id: 'local',
@@ -22,7 +27,7 @@ export async function listHosts(ctx: ServiceContext, pool: PoolHandle) {
       pool: { ...usage, kind: p.kind, reason },
       objectStore: ctx.blobs.kind,
       running: {
-        databases: 0,
+        databases: Number(databases.n),
         machines: 0,
         volumes: (await p.list()).length,
         buckets: Number(buckets.n),

@@ -243,7 +243,72 @@ export interface BucketAttachmentsTable {
   created_at: CreatedAt;
 }
 
+export interface SuspendPolicyRow {
+  mode: 'suspend' | 'stop' | 'off';
+  idleSeconds: number;
+  stopAfterSeconds?: number;
+}
+
+export interface DatabasesTable {
+  id: string;
+  org_id: string;
+  name: string;
+  kind: 'postgres' | 'redis';
+  host: string;
+  port: number;
+  memory_mb: number;
+  size_gb: number;
+  persistent: boolean;
+  flush_interval_s: number | null;
+  durability: Generated<'standard' | 'host-redundant'>;
+  locale: string | null;
+  suspend_policy: ColumnType<SuspendPolicyRow | null, string | null, string | null>;
+  state: Generated<'restoring' | 'ready' | 'failed'>;
+  state_reason: string | null;
+  copy_kind: 'fork' | 'branch' | null;
+  source_name: string | null;
+  source_as_of: NullableTimestamp;
+  ephemeral: Generated<boolean>;
+  expires_at: NullableTimestamp;
+  password_nonce: Buffer;
+  password_ciphertext: Buffer;
+  url_handed_out_at: NullableTimestamp;
+  archive_id: string | null;
+  power: Generated<'running' | 'suspended' | 'stopped'>;
+  created_at: CreatedAt;
+}
+
+export interface DatabaseInstancesTable {
+  id: string;
+  database_id: string;
+  role: 'primary' | 'standby';
+  volume: string;
+  internal_port: number;
+  created_at: CreatedAt;
+}
+
+export interface DatabaseArchivesTable {
+  id: string;
+  org_id: string;
+  database_id: string | null;
+  kind: 'postgres' | 'redis';
+  source_volume: string | null;
+  covers_until: NullableTimestamp;
+  created_at: CreatedAt;
+}
+
+export interface DatabaseAttachmentsTable {
+  app_id: string;
+  database_id: string;
+  secret_name: string;
+  created_at: CreatedAt;
+}
+
 export interface Database {
+  databases: DatabasesTable;
+  database_instances: DatabaseInstancesTable;
+  database_archives: DatabaseArchivesTable;
+  database_attachments: DatabaseAttachmentsTable;
   buckets: BucketsTable;
   objects: ObjectsTable;
   multipart_uploads: MultipartUploadsTable;

@@ -8,6 +8,7 @@ import path from 'node:path';
 import pino from 'pino';
 import { resolveConfig, type ConfigInput } from '../../src/config.js';
 import { startPlatform, type Platform, type PlatformOptions } from '../../src/platform.js';
+import { removeDatabaseNow } from '../../src/services/databases/remove.js';
 import { createTestDatabase, type TestDatabase } from './database.js';
 
 export interface ApiAnswer<T = any> {
@@ -70,12 +71,24 @@ export async function request<T = any>(
 
 let counter = 0;
 
+async function removeAllDatabases(platform: Platform): Promise<void> {
+  const rows = await platform.ctx.db
+    .selectFrom('databases')
+    .select(['org_id', 'name'])
+    .execute()
+    .catch(() => []);
+  for (const r of rows) {
+    await removeDatabaseNow(platform.ctx, r.org_id, r.name).catch(() => {});
+  }
+}
+
 export async function startTestPlatform(
   overrides: ConfigInput = {},
   opts: PlatformOptions = {},
+  reuse?: { db: TestDatabase; dataDir: string },
 ): Promise<TestPlatform> {
-  const db = await createTestDatabase();
-  const dataDir = await mkdtemp(path.join(os.tmpdir(), 'pier-test-'));
+  const db = reuse?.db ?? (await createTestDatabase());
+  const dataDir = reuse?.dataDir ?? (await mkdtemp(path.join(os.tmpdir(), 'pier-test-')));
   const config = resolveConfig({
     listen: '127.0.0.1:0',
     dataDir,
@@ -103,10 +116,24 @@ export async function startTestPlatform(
       return { id: res.body.org.id, token: res.body.token, userId: res.body.user.id };
     },
     async close() {
+      // Databases outlive `pier serve` by design; a test leaves none running behind it.
+      await removeAllDatabases(platform);
       await platform.close();
       await db.drop();
       await rm(dataDir, { recursive: true, force: true });
     },
   };
   return tp;
+}
+
+/**
+ * Stops the platform as SIGTERM would (servers it started keep running) and starts a new
+ * one on the same data dir and state store, as a restart of `pier serve` does.
+ */
+export async function restartTestPlatform(
+  tp: TestPlatform,
+  overrides: ConfigInput = {},
+): Promise<TestPlatform> {
+  await tp.platform.close();
+  return startTestPlatform(overrides, {}, { db: tp.db, dataDir: tp.dataDir });
 }

@@ -2,6 +2,7 @@
 import type { Command } from 'commander';
 import { registerApps } from './apps.js';
 import { registerBuckets } from './buckets.js';
+import { registerDb } from './db.js';
 import { registerLogin } from './login.js';
 import { registerSecrets } from './secrets.js';
 import { registerSshKeys } from './ssh-keys.js';
@@ -15,4 +16,5 @@ export function registerClientCommands(program: Command): void {
   registerApps(program);
   registerSecrets(program);
   registerBuckets(program);
+  registerDb(program);
 }

@@ -11,6 +11,8 @@ import { bucketCredentialRoutes } from './buckets/credentials.js';
 import { bucketObjectRoutes } from './buckets/objects.js';
 import { billingRoutes } from './billing/credits.js';
 import { consoleRoutes } from './console/sign-in.js';
+import { databaseRoutes } from './databases/databases.js';
+import { caRoutes } from './admin/ca.js';
 import { deviceRoutes } from './device/device.js';
 import { secretRoutes } from './secrets/secrets.js';
 import { sshRoutes } from './ssh/ssh.js';
@@ -34,6 +36,8 @@ export async function registerRoutes(app: FastifyInstance, deps: AppDeps): Promi
     bucketCorsRoutes,
     bucketCredentialRoutes,
     billingRoutes,
+    databaseRoutes,
+    caRoutes,
   ]) {
     family(app, deps);
   }

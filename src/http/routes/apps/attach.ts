@@ -1,4 +1,4 @@
-/** Attach and detach (CONTRACT 3): buckets now; databases and volumes with their issues. */
+/** Attach and detach (CONTRACT 3): buckets and databases now; volumes with machines. */
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
@@ -10,6 +10,11 @@ import {
   detachBucket,
   listBucketAttachments,
 } from '../../../services/buckets/attachments.js';
+import {
+  attachDatabase,
+  databaseAttachmentSchema,
+  detachDatabase,
+} from '../../../services/databases/attachments.js';
 import type { AppDeps } from '../../app.js';
 import { principalOf } from '../../plugins/auth.js';
 import { appFromParams, auth } from '../../route-auth.js';
@@ -21,10 +26,10 @@ const target = z.union([
   z.strictObject({ volume: z.string().min(1).max(63) }),
 ]);
 
-function notYet(kind: string): never {
+function volumesNotYet(): never {
   throw new ApiError(
     'not-implemented',
-    `Attaching a ${kind} is not available on this installation yet.`,
+    'Attaching a volume is not available on this installation yet: volumes come with machines.',
   );
 }
 
@@ -38,13 +43,15 @@ export function attachRoutes(root: FastifyInstance, { ctx }: AppDeps): void {
       summary: 'Attach a bucket (with `as`), a database or a volume',
       params: nameParams,
       body: target,
-      response: { 200: attachmentSchema },
+      response: { 200: z.union([attachmentSchema, databaseAttachmentSchema]) },
     },
     handler: async (req) => {
       const orgId = principalOf(req).orgId;
       if ('bucket' in req.body)
         return attachBucket(ctx, orgId, req.params.name, req.body.bucket, req.body.as);
-      return notYet('database' in req.body ? 'database' : 'volume');
+      if ('database' in req.body)
+        return attachDatabase(ctx, orgId, req.params.name, req.body.database);
+      return volumesNotYet();
     },
   });
 
@@ -59,12 +66,14 @@ export function attachRoutes(root: FastifyInstance, { ctx }: AppDeps): void {
         z.strictObject({ database: z.string().min(1).max(63) }),
         z.strictObject({ volume: z.string().min(1).max(63) }),
       ]),
-      response: { 200: attachmentSchema },
+      response: { 200: z.union([attachmentSchema, databaseAttachmentSchema]) },
     },
     handler: async (req) => {
-      if ('bucket' in req.body)
-        return detachBucket(ctx, principalOf(req).orgId, req.params.name, req.body.bucket);
-      return notYet('database' in req.body ? 'database' : 'volume');
+      const orgId = principalOf(req).orgId;
+      if ('bucket' in req.body) return detachBucket(ctx, orgId, req.params.name, req.body.bucket);
+      if ('database' in req.body)
+        return detachDatabase(ctx, orgId, req.params.name, req.body.database);
+      return volumesNotYet();
     },
   });
 

@@ -1,0 +1,105 @@
+/**
+ * Database attachments (CONTRACT 3): the app gets the managed secret named by the
+ * database's `secretKey` (`DATABASE_URL`, `REDIS_URL` for Redis) holding its URL. The
+ * secret cannot be changed through the secrets routes; detach (or deleting either side)
+ * removes it.
+ */
+import { z } from 'zod';
+import { ApiError } from '../../errors/api-error.js';
+import { findApp } from '../apps.js';
+import { bindingOf } from '../secrets.js';
+import { connectionUrl, findDatabase, passwordOf, secretKeyOf } from './records.js';
+import type { DatabaseContext } from './work.js';
+
+export const databaseAttachmentSchema = z.object({
+  appName: z.string(),
+  databaseName: z.string(),
+  injected: z.array(z.string()),
+});
+export type DatabaseAttachment = z.infer<typeof databaseAttachmentSchema>;
+
+export async function attachDatabase(
+  ctx: DatabaseContext,
+  orgId: string,
+  appName: string,
+  databaseName: string,
+): Promise<DatabaseAttachment> {
+  return ctx.db.transaction().execute(async (tx) => {
+    const app = await findApp(tx, orgId, appName, { lock: true });
+    const db = await findDatabase(tx, orgId, databaseName);
+    const existing = await tx
+      .selectFrom('database_attachments')
+      .select('app_id')
+      .where('app_id', '=', app.id)
+      .where('database_id', '=', db.id)
+      .executeTakeFirst();
+    if (existing) {
+      throw new ApiError(
+        'already-attached',
+        `The database '${databaseName}' is already attached to '${appName}'.`,
+      );
+    }
+    const name = secretKeyOf(db.kind);
+    const taken = await tx
+      .selectFrom('secrets')
+      .select('name')
+      .where('app_id', '=', app.id)
+      .where('name', '=', name)
+      .executeTakeFirst();
+    if (taken) {
+      throw new ApiError(
+        'conflict',
+        `The app '${appName}' already has ${name}; detach the other database or remove the secret first.`,
+      );
+    }
+    const url = connectionUrl(ctx.config.publicUrl, db, passwordOf(ctx.box, db));
+    const sealed = ctx.box.seal(url, bindingOf(app.id, name));
+    await tx
+      .insertInto('secrets')
+      .values({
+        app_id: app.id,
+        name,
+        nonce: sealed.nonce,
+        ciphertext: sealed.ciphertext,
+        managed_reason: 'resource-password',
+        build: null,
+        updated_at: ctx.clock(),
+      })
+      .execute();
+    await tx
+      .insertInto('database_attachments')
+      .values({ app_id: app.id, database_id: db.id, secret_name: name, created_at: ctx.clock() })
+      .execute();
+    return { appName, databaseName, injected: [name] };
+  });
+}
+
+export async function detachDatabase(
+  ctx: DatabaseContext,
+  orgId: string,
+  appName: string,
+  databaseName: string,
+): Promise<DatabaseAttachment> {
+  return ctx.db.transaction().execute(async (tx) => {
+    const app = await findApp(tx, orgId, appName, { lock: true });
+    const db = await findDatabase(tx, orgId, databaseName);
+    const row = await tx
+      .deleteFrom('database_attachments')
+      .where('app_id', '=', app.id)
+      .where('database_id', '=', db.id)
+      .returning('secret_name')
+      .executeTakeFirst();
+    if (!row) {
+      throw new ApiError(
+        'not-attached',
+        `The database '${databaseName}' is not attached to '${appName}'.`,
+      );
+    }
+    await tx
+      .deleteFrom('secrets')
+      .where('app_id', '=', app.id)
+      .where('name', '=', row.secret_name)
+      .execute();
+    return { appName, databaseName, injected: [row.secret_name] };
+  });
+}

@@ -1,0 +1,208 @@
+/**
+ * Creating a database (spec 4.3): the rows commit first (name claimed, password sealed,
+ * a backstop job queued), then the server is made from the engine's template and
+ * started, and only then is the row marked ready and the URL answered, once. A crash in
+ * between leaves a row the backstop job finishes or removes: never a half-made database.
+ */
+import { newId, randomBase62 } from '../../crypto/tokens.js';
+import { ApiError } from '../../errors/api-error.js';
+import { enqueue } from '../../jobs/queue.js';
+import { claimName, isReserved, nameAvailability } from '../names.js';
+import {
+  connectionUrl,
+  instanceSpec,
+  normalizePolicy,
+  toRecord,
+  type DatabaseRow,
+  type InstanceRow,
+} from './records.js';
+import type { CreateResourceBody, DatabaseRecord } from './schemas.js';
+import { engineFailure, serveDatabase, type DatabaseContext } from './work.js';
+import { removeDatabaseNow } from './remove.js';
+
+/** Volume names say which engine owns them, so an operator can tell them apart. */
+export function volumeFor(kind: 'postgres' | 'redis', instanceId: string): string {
+  return `${kind === 'postgres' ? 'pg' : 'rd'}-${instanceId.replace(/^dbi-/, '')}`;
+}
+
+export const DEFAULT_MEMORY_MB = 256;
+export const DEFAULT_SIZE_GB = 10;
+/** How long the backstop waits before finishing a create that its request did not. */
+const BACKSTOP_DELAY_MS = 60_000;
+
+/** Answers a taken or reserved name before any host work is done. */
+export async function assertNameFree(ctx: DatabaseContext, orgId: string, name: string) {
+  if (isReserved(name)) {
+    throw new ApiError('name-reserved', `The name '${name}' is reserved by the platform.`);
+  }
+  if (await nameAvailability(ctx.db, orgId, name)) {
+    throw new ApiError('name-taken', `The name '${name}' is already used on the platform.`);
+  }
+}
+
+/** Opens a front for a new database, or answers 503 no-capacity when no port is left. */
+export async function reserveFront(ctx: DatabaseContext, id: string, kind: DatabaseRow['kind']) {
+  const port = await ctx.dbHost.openFront(id, kind);
+  if (port === undefined) {
+    throw new ApiError(
+      'no-capacity',
+      `Every database port of this host (${ctx.config.databasePorts}) is in use.`,
+    );
+  }
+  return port;
+}
+
+export async function createDatabase(
+  ctx: DatabaseContext,
+  orgId: string,
+  body: CreateResourceBody,
+): Promise<DatabaseRecord & { url: string }> {
+  await assertNameFree(ctx, orgId, body.name);
+  const id = newId('db');
+  const instanceId = newId('dbi');
+  const persistent = body.persistent ?? body.kind === 'postgres';
+  const redundant = body.durability === 'host-redundant';
+  const password = randomBase62(32);
+  const port = await reserveFront(ctx, id, body.kind);
+  let row: DatabaseRow;
+  let instances: InstanceRow[];
+  try {
+    const internalPort = await ctx.dbHost.internalPort();
+    const sealed = ctx.box.seal(password, `database:${id}`);
+    const archiveId = persistent ? newId('arc') : null;
+    ({ row, instances } = await ctx.db.transaction().execute(async (tx) => {
+      await claimName(tx, orgId, body.name, 'database');
+      const row = await tx
+        .insertInto('databases')
+        .values({
+          id,
+          org_id: orgId,
+          name: body.name,
+          kind: body.kind,
+          host: ctx.dbHost.id,
+          port,
+          memory_mb: body.memoryMb ?? DEFAULT_MEMORY_MB,
+          size_gb: body.sizeGb ?? DEFAULT_SIZE_GB,
+          persistent,
+          flush_interval_s: body.flushIntervalS ?? null,
+          durability: redundant ? 'host-redundant' : 'standard',
+          locale: body.locale ?? null,
+          suspend_policy: JSON.stringify(normalizePolicy(body.suspendPolicy ?? {})),
+          // Restoring until the server answers; the answer says ready (spec: default ready).
+          state: 'restoring',
+          password_nonce: sealed.nonce,
+          password_ciphertext: sealed.ciphertext,
+          archive_id: archiveId,
+          created_at: ctx.clock(),
+        })
+        .returningAll()
+        .executeTakeFirstOrThrow();
+      if (archiveId) {
+        await tx
+          .insertInto('database_archives')
+          .values({
+            id: archiveId,
+            org_id: orgId,
+            database_id: id,
+            kind: body.kind,
+            source_volume: volumeFor(body.kind, instanceId),
+          })
+          .execute();
+      }
+      const primary = await tx
+        .insertInto('database_instances')
+        .values({
+          id: instanceId,
+          database_id: id,
+          role: 'primary',
+          volume: volumeFor(body.kind, instanceId),
+          internal_port: internalPort,
+        })
+        .returningAll()
+        .executeTakeFirstOrThrow();
+      await enqueue(
+        tx,
+        ctx.jobs,
+        'databases.finish-create',
+        { databaseId: id },
+        { runAt: new Date(Date.now() + BACKSTOP_DELAY_MS) },
+      );
+      return { row, instances: [primary] };
+    }));
+  } catch (err) {
+    await ctx.dbHost.forget(id);
+    throw err;
+  }
+
+  try {
+    row = await finishCreate(ctx, row, instances, body.locale);
+  } catch (err) {
+    await removeDatabaseNow(ctx, orgId, body.name).catch((cleanup: unknown) =>
+      ctx.log.error({ err: cleanup, id }, 'failed create not cleaned up; the backstop job will'),
+    );
+    throw engineFailure(err, `the database '${body.name}'`);
+  }
+  const all = await ctx.db
+    .selectFrom('database_instances')
+    .selectAll()
+    .where('database_id', '=', id)
+    .execute();
+  return { ...toRecord(row, all), url: connectionUrl(ctx.config.publicUrl, row, password) };
+}
+
+/**
+ * Provisions the primary (and the standby of a redundant database), marks the row ready,
+ * serves it, and queues its first base backup. Idempotent: the backstop job runs it again.
+ */
+export async function finishCreate(
+  ctx: DatabaseContext,
+  row: DatabaseRow,
+  instances: InstanceRow[],
+  locale: string | null | undefined,
+): Promise<DatabaseRow> {
+  const env = await ctx.dbHost.env();
+  const engine = ctx.dbHost.engine(row.kind);
+  const primaryRow = instances.find((i) => i.role === 'primary');
+  if (!primaryRow) throw new Error(`database ${row.id} has no primary instance`);
+  const primary = await instanceSpec(ctx.db, ctx.box, row, primaryRow);
+  await engine.provision(env, primary, locale ? { locale } : {});
+  if (row.durability === 'host-redundant') {
+    let standbyRow = instances.find((i) => i.role === 'standby');
+    if (!standbyRow) {
+      const standbyId = newId('dbi');
+      standbyRow = await ctx.db
+        .insertInto('database_instances')
+        .values({
+          id: standbyId,
+          database_id: row.id,
+          role: 'standby',
+          volume: volumeFor(row.kind, standbyId),
+          internal_port: await ctx.dbHost.internalPort(),
+        })
+        .returningAll()
+        .executeTakeFirstOrThrow();
+    }
+    const standby = await instanceSpec(ctx.db, ctx.box, row, standbyRow);
+    await ctx.dbHost.postgres().createStandby(env, primary, standby);
+  }
+  // Served first, then marked ready: whoever sees `ready` can connect at once.
+  await serveDatabase(ctx, row);
+  return ctx.db.transaction().execute(async (tx) => {
+    const ready = await tx
+      .updateTable('databases')
+      .set({ state: 'ready', state_reason: null })
+      .where('id', '=', row.id)
+      .returningAll()
+      .executeTakeFirstOrThrow();
+    if (ready.archive_id && ready.kind === 'postgres') {
+      await enqueue(
+        tx,
+        ctx.jobs,
+        'databases.base-backup',
+        { databaseId: row.id },
+        { dedupeKey: row.id },
+      );
+    }
+    return ready;
+  });
+}

@@ -1,0 +1,170 @@
+/**
+ * Restore in place, run by the `databases.restore` job: keep the current state as a
+ * branch, restore the archive to the moment into a new instance, then swap it in behind
+ * the same front, port and password (clients reconnect to the same URL), and remove the
+ * old instance. Until the swap the database keeps serving its current data; a restore
+ * that fails leaves it `ready` on that data with `stateReason` saying why.
+ */
+import type { ArchiveRef, InstanceSpec } from '../../engines/engine.js';
+import type { JobContext } from '../../jobs/catalogue.js';
+import { enqueue } from '../../jobs/queue.js';
+import type { RestorePayload } from './copies.js';
+import { failCopy, finishCopy, isPermanent, makeCopy } from './copy-work.js';
+import { instanceSpec, instancesOf, passwordOf, type DatabaseRow } from './records.js';
+import {
+  databaseById,
+  destroyInstances,
+  serveDatabase,
+  type DatabaseContext,
+  type InstanceRef,
+} from './work.js';
+
+async function archiveRef(ctx: DatabaseContext, id: string): Promise<ArchiveRef> {
+  const a = await ctx.db
+    .selectFrom('database_archives')
+    .selectAll()
+    .where('id', '=', id)
+    .executeTakeFirstOrThrow();
+  return { id: a.id, ...(a.source_volume ? { sourceVolume: a.source_volume } : {}) };
+}
+
+function nextSpec(ctx: DatabaseContext, row: DatabaseRow, p: RestorePayload): InstanceSpec {
+  return {
+    id: p.next.id,
+    volume: p.next.volume,
+    internalPort: p.next.internalPort,
+    memoryMb: row.memory_mb,
+    sizeGb: row.size_gb,
+    password: passwordOf(ctx.box, row),
+    ...(p.next.archiveId ? { archive: { id: p.next.archiveId, sourceVolume: p.next.volume } } : {}),
+  };
+}
+
+/** Puts the restored instance in place of the old ones, in one transaction. Idempotent. */
+async function swap(
+  ctx: DatabaseContext,
+  row: DatabaseRow,
+  p: RestorePayload,
+): Promise<InstanceRef[]> {
+  return ctx.db.transaction().execute(async (tx) => {
+    const instances = await instancesOf(tx, row.id);
+    if (instances.some((i) => i.id === p.next.id)) {
+      return []; // swapped before a crash; the old instances are in the recorded step
+    }
+    const now = new Date();
+    if (row.archive_id && p.next.archiveId) {
+      if (row.kind === 'postgres') {
+        // The old timeline stays readable for forks to moments before the restore.
+        await tx
+          .updateTable('database_archives')
+          .set({ covers_until: now })
+          .where('id', '=', row.archive_id)
+          .execute();
+      } else {
+        // Redis history lives in the old instance's volume, which goes with it.
+        await tx.deleteFrom('database_archives').where('id', '=', row.archive_id).execute();
+      }
+      await tx
+        .insertInto('database_archives')
+        .values({
+          id: p.next.archiveId,
+          org_id: row.org_id,
+          database_id: row.id,
+          kind: row.kind,
+          source_volume: p.next.volume,
+        })
+        .execute();
+    }
+    await tx.deleteFrom('database_instances').where('database_id', '=', row.id).execute();
+    await tx
+      .insertInto('database_instances')
+      .values({
+        id: p.next.id,
+        database_id: row.id,
+        role: 'primary',
+        volume: p.next.volume,
+        internal_port: p.next.internalPort,
+      })
+      .execute();
+    await tx
+      .updateTable('databases')
+      .set({ archive_id: p.next.archiveId, power: 'running' })
+      .where('id', '=', row.id)
+      .execute();
+    if (row.durability === 'host-redundant') {
+      await enqueue(tx, ctx.jobs, 'databases.rebuild-standby', { databaseId: row.id });
+    }
+    return instances.map((i) => ({ id: i.id, volume: i.volume, kind: row.kind }));
+  });
+}
+
+export async function runRestoreJob(
+  ctx: DatabaseContext,
+  p: RestorePayload,
+  job: Pick<JobContext, 'step' | 'attempt'>,
+  maxAttempts: number,
+): Promise<void> {
+  const row = await databaseById(ctx.db, p.databaseId);
+  const nextRef: InstanceRef = {
+    id: p.next.id,
+    volume: p.next.volume,
+    kind: p.preserved.target.kind,
+  };
+  if (!row) {
+    await destroyInstances(ctx, [nextRef]);
+    return;
+  }
+  if (row.state !== 'restoring') return;
+  const env = await ctx.dbHost.env();
+  const engine = ctx.dbHost.engine(row.kind);
+  try {
+    // The state before the restore is kept first; without it nothing is overwritten.
+    await job.step('preserve', async () => {
+      await makeCopy(ctx, p.preserved, job.step);
+      await finishCopy(ctx, p.preserved.databaseId);
+    });
+    const current = (await instancesOf(ctx.db, row.id)).find((i) => i.role === 'primary');
+    await job.step('flush', async () => {
+      if (!current || current.id === p.next.id) return;
+      const spec = await instanceSpec(ctx.db, ctx.box, row, current);
+      await ctx.dbHost.withAwake(row.id, () => engine.flushArchive(env, spec));
+    });
+    await job.step('restore', async () => {
+      await engine.restore(
+        env,
+        await archiveRef(ctx, p.archiveId),
+        new Date(p.asOf),
+        nextSpec(ctx, row, p),
+      );
+    });
+    const old = await job.step('swap', () => swap(ctx, row, p));
+    const fresh = (await databaseById(ctx.db, row.id))!;
+    await serveDatabase(ctx, fresh);
+    await destroyInstances(ctx, old);
+    await ctx.db
+      .updateTable('databases')
+      .set({ state: 'ready', state_reason: null })
+      .where('id', '=', row.id)
+      .execute();
+    if (fresh.archive_id && fresh.kind === 'postgres') {
+      await enqueue(
+        ctx.db,
+        ctx.jobs,
+        'databases.base-backup',
+        { databaseId: row.id },
+        { dedupeKey: row.id },
+      );
+    }
+  } catch (err) {
+    if (!isPermanent(err) && job.attempt < maxAttempts) throw err;
+    const reason = `The restore to ${p.asOf} failed; the database kept its data: ${(err as Error).message}`;
+    await destroyInstances(ctx, [nextRef]);
+    const kept = await databaseById(ctx.db, p.preserved.databaseId);
+    if (kept?.state === 'restoring') await failCopy(ctx, p.preserved, 'the restore failed first');
+    await ctx.db
+      .updateTable('databases')
+      .set({ state: 'ready', state_reason: reason.slice(0, 1000) })
+      .where('id', '=', row.id)
+      .execute();
+  }
+}
