@@ -43,6 +43,8 @@ export const configSchema = z.object({
   objectStoreSecretAccessKey: z.string().optional(),
   /** Storage pool of customer data: btrfs when the host allows it (auto), or plain directories. */
   storagePool: z.enum(['auto', 'btrfs', 'directory']).default('auto'),
+  /** Size of a new btrfs pool image, in GiB (sparse: it takes disk only as data arrives). */
+  storagePoolGb: z.number().positive().max(1_000_000).default(64),
   /** Ports of managed databases' fronts (what customers connect to), as FROM-TO. */
   databasePorts: z
     .string()
@@ -110,6 +112,7 @@ export function configFromEnv(env: NodeJS.ProcessEnv): ConfigInput {
     jobLeaseMs: num('PIER_JOB_LEASE_MS'),
     objectStoreUrl: pick('PIER_OBJECT_STORE_URL'),
     storagePool: pick('PIER_STORAGE_POOL') as ConfigInput['storagePool'],
+    storagePoolGb: num('PIER_STORAGE_POOL_GB'),
     databasePorts: pick('PIER_DATABASE_PORTS'),
     objectStoreAccessKeyId: pick('PIER_OBJECT_STORE_ACCESS_KEY_ID'),
     objectStoreSecretAccessKey: pick('PIER_OBJECT_STORE_SECRET_ACCESS_KEY'),

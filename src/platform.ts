@@ -106,6 +106,7 @@ export async function startPlatform(config: Config, opts: PlatformOptions = {}):
       config.dataDir,
       logger,
       config.storagePool === 'auto' ? undefined : config.storagePool,
+      Math.round(config.storagePoolGb * 1024 ** 3),
     );
     undo.push(() => pool.close());
     // Filled in below; jobs only run once the worker starts, after it is set.

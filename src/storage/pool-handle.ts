@@ -14,6 +14,8 @@ export class PoolHandle {
     private readonly dataDir: string,
     private readonly log: Logger,
     private readonly prefer?: 'btrfs' | 'directory',
+    /** Size of a new btrfs image; an existing pool keeps its size. */
+    private readonly imageSizeBytes?: number,
   ) {}
 
   /** The pool, opening it now if this is the first call. */
@@ -21,6 +23,7 @@ export class PoolHandle {
     this.opening ??= openStoragePool({
       dir: path.join(this.dataDir, 'pool'),
       prefer: this.prefer,
+      imageSizeBytes: this.imageSizeBytes,
       log: this.log,
     }).catch((err: unknown) => {
       this.opening = undefined; // let a later call try again

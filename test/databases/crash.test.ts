@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.js';
 import { request } from '../helpers/platform.js';
 import { freeLoopbackPort } from '../../src/engines/host/ports.js';
-import { processesMentioning, sleep, waitFor } from './helpers.js';
+import { postmastersOf, sleep, waitFor } from './helpers.js';
 
 let db: TestDatabase;
 let dataDir: string;
@@ -120,7 +120,7 @@ describe('a crash during long work', () => {
     const servers = (await readdir(volumesDir)).filter((v) => /^(pg|rd)-/.test(v));
     expect(servers.length).toBe(3);
     for (const v of servers) {
-      expect((await processesMentioning(path.join(volumesDir, v))).length).toBe(1);
+      expect((await postmastersOf(path.join(volumesDir, v))).length).toBe(1);
     }
   });
 });

@@ -119,6 +119,20 @@ export async function processesMentioning(needle: string): Promise<number[]> {
   return out;
 }
 
+/** Pids of PostgreSQL postmasters whose arguments name a path under `volumePath`. */
+export async function postmastersOf(volumePath: string): Promise<number[]> {
+  const out: number[] = [];
+  for (const entry of await readdir('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    const argv = (await readFile(path.join('/proc', entry, 'cmdline'), 'utf8').catch(() => ''))
+      .split('\0')
+      .filter(Boolean);
+    if (path.basename(argv[0] ?? '') !== 'postgres') continue;
+    if (argv.some((a) => a.startsWith(volumePath))) out.push(Number(entry));
+  }
+  return out;
+}
+
 /** Names of the volumes in the platform's storage pool. */
 export async function poolVolumes(tp: TestPlatform): Promise<string[]> {
   const { pool } = await tp.platform.ctx.dbHost.env();

@@ -15,7 +15,7 @@ import {
   createDatabase,
   platformCa,
   poolVolumes,
-  processesMentioning,
+  postmastersOf,
   query,
   settled,
 } from './helpers.js';
@@ -51,17 +51,17 @@ describe('restart of pier', () => {
     expect(branch.status).toBe(202);
     await settled(tp, org, 'keep-pg-b');
     const volume = await volumePathOf('keep-pg');
-    const pidsBefore = await processesMentioning(volume);
+    const pidsBefore = await postmastersOf(volume);
     expect(pidsBefore.length).toBe(1);
     const volumes = (await poolVolumes(tp)).sort();
 
     await tp.platform.close();
     // While pier is down the server runs on (only its front is gone).
-    expect(await processesMentioning(volume)).toEqual(pidsBefore);
+    expect(await postmastersOf(volume)).toEqual(pidsBefore);
 
     tp = await restartTestPlatform(tp);
     expect(await query(pg.url, ca, 'SELECT n FROM t')).toEqual([{ n: 7 }]);
-    expect(await processesMentioning(volume)).toEqual(pidsBefore);
+    expect(await postmastersOf(volume)).toEqual(pidsBefore);
     expect((await poolVolumes(tp)).sort()).toEqual(volumes);
     const list = await tp.request('GET', '/v1/resources', { token: org.token });
     expect(list.body.map((d: { name: string }) => d.name).sort()).toEqual(['keep-pg', 'keep-pg-b']);
@@ -71,12 +71,12 @@ describe('restart of pier', () => {
   it('starts again a server that died while pier was down', async () => {
     const volume = await volumePathOf('keep-pg');
     await tp.platform.close();
-    for (const pid of await processesMentioning(volume)) process.kill(pid, 'SIGKILL');
+    for (const pid of await postmastersOf(volume)) process.kill(pid, 'SIGKILL');
     await new Promise((r) => setTimeout(r, 500));
     tp = await restartTestPlatform(tp);
     expect(await query(pgUrl, ca, 'SELECT n FROM t')).toEqual([{ n: 7 }]);
     const res = await tp.request('GET', '/v1/resources/keep-pg', { token: org.token });
     expect(res.body.power).toBe('running');
-    expect((await processesMentioning(volume)).length).toBe(1);
+    expect((await postmastersOf(volume)).length).toBe(1);
   });
 });

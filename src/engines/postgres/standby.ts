@@ -45,8 +45,9 @@ export async function createStandby(
   const primaryRole = await readRole(source);
   if (primaryRole.kind !== 'primary' || primaryRole.syncStandby !== standby.id) {
     await configure(env, bins, primary, source, { kind: 'primary', syncStandby: standby.id });
-    await withClient(source, primary.internalPort, (c) => c.query('SELECT pg_reload_conf()'));
   }
+  // Reloaded on every call: a crash between writing the file and the reload is healed.
+  await withClient(source, primary.internalPort, (c) => c.query('SELECT pg_reload_conf()'));
   await waitReplication(source, primary.internalPort, standby.id, ['streaming'], 'sync');
 }
 
@@ -122,35 +123,29 @@ export async function detachStandby(
   binDir?: string,
 ): Promise<void> {
   const layout = await existingLayout(env, primary);
-  console.log('TRACE', Date.now() % 100000, 'const layout = await existingLayout(env, primary);');
   const role = await readRole(layout);
-  console.log('TRACE', Date.now() % 100000, 'const role = await readRole(layout);');
-  if (role.kind !== 'primary' || !role.syncStandby) return;
-  console.log('TRACE', Date.now() % 100000, "if (role.kind !== 'primary' || !role.syncStandby) return;");
-  const bins = await binariesFor(layout.pgdata, binDir);
-  console.log('TRACE', Date.now() % 100000, 'const bins = await binariesFor(layout.pgdata, binDir);');
-  await configure(env, bins, primary, layout, { kind: 'primary' });
-  console.log('TRACE', Date.now() % 100000, "await configure(env, bins, primary, layout, { kind: 'primary");
+  if (role.kind !== 'primary') return;
+  if (role.syncStandby) {
+    await configure(env, await binariesFor(layout.pgdata, binDir), primary, layout, {
+      kind: 'primary',
+    });
+  }
+  // Reloaded on every call: a crash between writing the file and the reload is healed.
   if (!(await livePostmaster(layout.pgdata))) return;
-  console.log('TRACE', Date.now() % 100000, 'if (!(await livePostmaster(layout.pgdata))) return;');
   const port = primary.internalPort;
-  console.log('TRACE', Date.now() % 100000, 'const port = primary.internalPort;');
   await withClient(layout, port, (c) => c.query('SELECT pg_reload_conf()'));
-  console.log('TRACE', Date.now() % 100000, "await withClient(layout, port, (c) => c.query('SELECT pg_rel");
   const deadline = Date.now() + REPLICATION_TIMEOUT_MS;
-  console.log('TRACE', Date.now() % 100000, 'const deadline = Date.now() + REPLICATION_TIMEOUT_MS;');
   for (;;) {
     const names = await withClient(layout, port, async (c) => {
-      const { rows } = await c.query<{ s: string }>('SHOW synchronous_standby_names');
-  console.log('TRACE', Date.now() % 100000, "const { rows } = await c.query<{ s: string }>('SHOW synchron");
+      const { rows } = await c.query<{ s: string }>(
+        `SELECT current_setting('synchronous_standby_names') AS s`,
+      );
       return rows[0]!.s;
     });
     if (names === '') return;
-  console.log('TRACE', Date.now() % 100000, "if (names === '') return;");
     if (Date.now() > deadline) {
       throw new EngineError('failed', `${primary.id} still waits for its standby (${names})`);
     }
     await sleep(10);
-  console.log('TRACE', Date.now() % 100000, 'await sleep(10);');
   }
 }

@@ -40,8 +40,28 @@ export async function assertNameFree(ctx: DatabaseContext, orgId: string, name: 
   }
 }
 
+/** Below this much free space the pool counts as full: no new database is placed. */
+export const POOL_RESERVE_BYTES = 256 * 1024 ** 2;
+
+/**
+ * Answers 503 no-capacity when the pool is full. Volumes are thin (a quota is a ceiling,
+ * not a reservation), so the pool is full when its free space falls below a reserve.
+ */
+export async function assertPoolRoom(ctx: DatabaseContext): Promise<void> {
+  const { pool } = await ctx.dbHost.env();
+  const usage = await pool.usage();
+  if (usage.freeBytes < POOL_RESERVE_BYTES) {
+    const mb = (n: number) => `${Math.floor(n / 1024 ** 2)} MB`;
+    throw new ApiError(
+      'no-capacity',
+      `The host's storage pool is full (${mb(usage.freeBytes)} free of ${mb(usage.totalBytes)}).`,
+    );
+  }
+}
+
 /** Opens a front for a new database, or answers 503 no-capacity when no port is left. */
 export async function reserveFront(ctx: DatabaseContext, id: string, kind: DatabaseRow['kind']) {
+  await assertPoolRoom(ctx);
   const port = await ctx.dbHost.openFront(id, kind);
   if (port === undefined) {
     throw new ApiError(
