@@ -47,7 +47,7 @@ describe('no capacity', () => {
     await query(
       db.url,
       ca,
-      "CREATE TABLE big AS SELECT g, repeat(md5(g::text), 32) AS pad FROM generate_series(1, 300000) g",
+      'CREATE TABLE big AS SELECT g, repeat(md5(g::text), 32) AS pad FROM generate_series(1, 300000) g',
     ).catch(() => undefined); // the server may well fail on the full disk itself
     const before = await poolVolumes(tp);
     const res = await tp.request('POST', '/v1/resources', {
@@ -58,8 +58,8 @@ describe('no capacity', () => {
     expect(res.body.code).toBe('no-capacity');
     expect(res.body.error).toMatch(/storage pool is full/);
     expect(await poolVolumes(tp)).toEqual(before);
-    expect((await tp.request('GET', '/v1/resources/one-too-many', { token: org.token })).status).toBe(
-      404,
-    );
+    expect(
+      (await tp.request('GET', '/v1/resources/one-too-many', { token: org.token })).status,
+    ).toBe(404);
   });
 });

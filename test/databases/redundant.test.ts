@@ -6,17 +6,30 @@
 import { readFile } from 'node:fs/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestPlatform, type TestOrg, type TestPlatform } from '../helpers/platform.js';
-import { createDatabase, platformCa, query, waitFor } from './helpers.js';
+import { createDatabase, pgClient, platformCa, postmastersOf, query, waitFor } from './helpers.js';
 
 let tp: TestPlatform;
 let org: TestOrg;
 let ca: string;
+let standbyId: string;
+let url: string;
+
+/** The path of an instance's volume in the pool. */
+async function volumeOf(instanceId: string): Promise<string> {
+  const row = await tp.platform.ctx.db
+    .selectFrom('database_instances')
+    .select('volume')
+    .where('id', '=', instanceId)
+    .executeTakeFirstOrThrow();
+  const { pool } = await tp.platform.ctx.dbHost.env();
+  return `${pool.root}/${row.volume}`;
+}
 
 const record = async (name: string) =>
   (await tp.request('GET', `/v1/resources/${name}`, { token: org.token })).body;
 
 beforeAll(async () => {
-  tp = await startTestPlatform();
+  tp = await startTestPlatform({ logLevel: (process.env.PIER_TEST_LOG as 'warn') ?? 'silent' });
   org = await tp.createOrg();
   ca = await platformCa(tp);
 }, 60_000);
@@ -36,8 +49,11 @@ describe('host-redundant', () => {
     for (let i = 1; i <= 200; i++) await query(db.url, ca, 'INSERT INTO payments VALUES ($1)', [i]);
 
     // The primary's postmaster is the parent of our backend.
-    const [me] = await query<{ pid: number }>(db.url, ca, 'SELECT pg_backend_pid() AS pid');
-    const status = await readFile(`/proc/${me!.pid}/status`, 'utf8').catch(() => '');
+    const c = pgClient(db.url, ca);
+    await c.connect();
+    const me = (await c.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0];
+    const status = await readFile(`/proc/${me!.pid}/status`, 'utf8');
+    await c.end();
     const ppid = Number(/PPid:\s+(\d+)/.exec(status)?.[1]);
     expect(ppid).toBeGreaterThan(1);
     process.kill(ppid, 'SIGKILL');
@@ -70,5 +86,45 @@ describe('host-redundant', () => {
       60_000,
     );
     expect(rebuilt.standbyMachineId).not.toBe(db.primaryMachineId);
+    standbyId = rebuilt.standbyMachineId;
+    url = db.url;
+  });
+
+  it('keeps committing when the standby dies, and brings a standby back', async () => {
+    const volume = await volumeOf(standbyId);
+    // Wait until the rebuilt standby is attached (streaming, synchronous, watched).
+    const row = await tp.platform.ctx.db
+      .selectFrom('databases')
+      .select('id')
+      .where('name', '=', 'ledger')
+      .executeTakeFirstOrThrow();
+    await waitFor(
+      async () => tp.platform.ctx.dbHost.get(row.id)?.standbyPid,
+      'the standby',
+      60_000,
+    );
+    const [pid] = await waitFor(async () => {
+      const pids = await postmastersOf(volume);
+      return pids.length ? pids : undefined;
+    }, 'the standby server');
+    process.kill(pid!, 'SIGKILL');
+    // A synchronous primary whose standby is gone must not hang its commits.
+    const insert = query(url, ca, 'INSERT INTO payments VALUES (202)');
+    const hung = new Promise((_, reject) =>
+      setTimeout(() => reject(new Error('commit hung without a standby')), 15_000),
+    );
+    await Promise.race([insert, hung]);
+    const back = await waitFor(
+      async () => {
+        const pids = await postmastersOf(volume);
+        return pids.length && pids[0] !== pid ? pids : undefined;
+      },
+      'the standby to come back',
+      60_000,
+    );
+    expect(back.length).toBe(1);
+    await query(url, ca, 'INSERT INTO payments VALUES (203)');
+    const [count] = await query<{ n: number }>(url, ca, 'SELECT count(*)::int AS n FROM payments');
+    expect(count!.n).toBe(203);
   });
 });

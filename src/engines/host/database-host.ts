@@ -45,6 +45,7 @@ export interface LiveDatabase {
   /** Serializes sleep, wake and failover of this database. */
   queue: Promise<unknown>;
   primaryPid?: number;
+  standbyPid?: number;
 }
 
 export interface DatabaseHostOptions {
@@ -221,6 +222,7 @@ export class DatabaseHost {
     const pid = await this.engine(live.kind).pid(env, inst);
     if (pid === undefined) return;
     if (inst === live.primary) live.primaryPid = pid;
+    if (inst === live.standby) live.standbyPid = pid;
     const cg = await this.freezer();
     if (!cg) return;
     // Headroom above memoryMb: connections and work memory live outside shared buffers.
@@ -328,15 +330,32 @@ export class DatabaseHost {
     await this.recordPower(live);
   }
 
-  /** Promotes the standby of a redundant database whose primary process died. */
+  /**
+   * Watches redundant databases: a dead primary is replaced by its standby; a dead
+   * standby is let go of (or every commit on the primary would wait for it) and rebuilt.
+   */
   async watchdogTick(): Promise<void> {
     for (const live of this.live.values()) {
-      if (!live.ready || !live.standby || !live.primaryPid || live.power !== 'running') continue;
-      if (isAlive(live.primaryPid)) continue;
-      await this.serialize(live, () => this.failover(live)).catch((err: unknown) =>
-        this.opts.log.error({ err, id: live.id }, 'failover failed'),
-      );
+      if (!live.ready || !live.standby || live.power !== 'running') continue;
+      if (live.primaryPid && !isAlive(live.primaryPid)) {
+        await this.serialize(live, () => this.failover(live)).catch((err: unknown) =>
+          this.opts.log.error({ err, id: live.id }, 'failover failed'),
+        );
+      } else if (live.standbyPid && !isAlive(live.standbyPid)) {
+        await this.serialize(live, () => this.loseStandby(live)).catch((err: unknown) =>
+          this.opts.log.error({ err, id: live.id }, 'standby loss not handled'),
+        );
+      }
     }
+  }
+
+  private async loseStandby(live: LiveDatabase): Promise<void> {
+    if (!live.primary || !live.standbyPid || isAlive(live.standbyPid)) return;
+    this.opts.log.warn({ id: live.id, standby: live.standby?.id }, 'standby died: rebuilding');
+    live.standbyPid = undefined;
+    await this.postgres().detachStandby?.(await this.env(), live.primary);
+    // The rebuild (a durable job) starts it again and makes the primary wait for it anew.
+    await this.opts.onFailover?.(live.id);
   }
 
   private async failover(live: LiveDatabase): Promise<void> {
@@ -347,12 +366,20 @@ export class DatabaseHost {
     this.opts.log.warn({ id: live.id, from: old.id, to: standby.id }, 'primary died: promoting');
     await this.postgres().promote(env, standby);
     live.front.setTarget(standby.internalPort);
-    live.primary = {
+    const promoted: InstanceSpec = {
       ...standby,
-      archive: old.archive && { ...old.archive, sourceVolume: standby.volume },
+      ...(old.archive ? { archive: { ...old.archive, sourceVolume: standby.volume } } : {}),
     };
+    live.primary = promoted;
     live.standby = undefined;
-    live.primaryPid = await this.postgres().pid(env, standby);
+    live.standbyPid = undefined;
+    if (promoted.archive) {
+      // A standby does not archive; as the primary it must, so it restarts configured so.
+      await this.postgres().stop(env, promoted, 'fast');
+      await this.postgres().start(env, promoted);
+    }
+    live.primaryPid = undefined;
+    await this.adopt(live, promoted);
     await this.opts.db.transaction().execute(async (tx) => {
       await tx.deleteFrom('database_instances').where('id', '=', old.id).execute();
       await tx

@@ -1,0 +1,245 @@
+/**
+ * The pier side of the database benchmarks: a real pier (`lib/platform.ts`) with an
+ * organization and the platform CA, real clients over TLS that verify it (as
+ * `test/databases/helpers.ts` connects), waiting for copies, and cleaning up. Databases
+ * outlive `pier serve` by design, so `close()` deletes every database of the organization
+ * before the platform closes (its storage pool cannot be unmounted while servers run).
+ */
+import { readdir, readFile } from 'node:fs/promises';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import pg from 'pg';
+import { call, createBenchOrg, startBenchPlatform, type BenchOrg, type BenchPlatform } from './platform.js';
+import { Stopwatch } from './db-samples.js';
+
+export interface DbBench {
+  pier: BenchPlatform;
+  org: BenchOrg;
+  /** The platform CA (PEM), as an operator fetches it from GET /admin/v1/ca. */
+  ca: string;
+  api(method: string, route: string, body?: unknown, expect?: number): Promise<any>;
+  close(): Promise<void>;
+}
+
+/** A pier, an organization, and the CA to verify its databases with. */
+export async function openDbBench(): Promise<DbBench> {
+  const pier = await startBenchPlatform();
+  try {
+    const org = await createBenchOrg(pier);
+    const res = await fetch(`${pier.url}/admin/v1/ca`, {
+      headers: { authorization: `Bearer ${pier.operatorToken}` },
+    });
+    if (res.status !== 200) throw new Error(`GET /admin/v1/ca answered ${res.status}`);
+    const ca = await res.text();
+    const api = (method: string, route: string, body?: unknown, expect = 200) =>
+      call(pier.url, org.token, method, route, body, expect) as Promise<any>;
+    return {
+      pier,
+      org,
+      ca,
+      api,
+      async close() {
+        let failure: unknown;
+        try {
+          const list = (await api('GET', '/v1/resources')) as { name: string }[];
+          for (const d of list) {
+            await api('DELETE', `/v1/resources/${d.name}`, undefined, 204).catch(
+              (err: unknown) => (failure ??= err),
+            );
+          }
+        } catch (err) {
+          failure ??= err;
+        }
+        await pier.close().catch((err: unknown) => (failure ??= err));
+        if (failure !== undefined) throw failure;
+      },
+    };
+  } catch (err) {
+    await pier.close().catch(() => {});
+    throw err;
+  }
+}
+
+/**
+ * A pg client from a handed-out URL that verifies the server certificate against the CA
+ * (`sslmode=verify-full` semantics), as the database tests connect.
+ */
+export function pierClient(url: string, ca: string): pg.Client {
+  const u = new URL(url);
+  return new pg.Client({
+    host: u.hostname,
+    port: Number(u.port),
+    user: decodeURIComponent(u.username),
+    password: decodeURIComponent(u.password),
+    database: u.pathname.slice(1),
+    ssl: { ca, servername: 'localhost' },
+    connectionTimeoutMillis: 30_000,
+  });
+}
+
+/** Runs `text` on a fresh connection and closes it. */
+export async function pierQuery<T extends pg.QueryResultRow = Record<string, unknown>>(
+  url: string,
+  ca: string,
+  text: string,
+  values: unknown[] = [],
+): Promise<T[]> {
+  const c = pierClient(url, ca);
+  await c.connect();
+  try {
+    return (await c.query<T>(text, values)).rows;
+  } finally {
+    await c.end();
+  }
+}
+
+/**
+ * A new connection and `SELECT 1` on it, timed on `watch` as `connect` (TCP, TLS handshake,
+ * SCRAM, session start) and `SELECT 1`; the connection is closed after the last step.
+ */
+export async function timedFirstQuery(client: pg.Client, watch: Stopwatch): Promise<void> {
+  try {
+    await client.connect();
+    watch.step('connect');
+    const { rows } = await client.query<{ one: number }>('SELECT 1 AS one');
+    watch.step('SELECT 1');
+    if (rows[0]?.one !== 1) throw new Error(`SELECT 1 answered ${JSON.stringify(rows)}`);
+  } finally {
+    await client.end().catch(() => {});
+  }
+}
+
+/**
+ * Polls GET /v1/resources/:name every `everyMs` until the database leaves `restoring`;
+ * throws unless it became `ready`.
+ */
+export async function waitReady(b: DbBench, name: string, everyMs = 10, timeoutMs = 300_000) {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const r = await b.api('GET', `/v1/resources/${name}`);
+    if (r.state === 'ready') return r;
+    if (r.state !== 'restoring') {
+      throw new Error(`${name} ended ${r.state}: ${r.stateReason ?? 'no reason given'}`);
+    }
+    if (Date.now() > deadline) throw new Error(`${name} was not ready in time`);
+    await sleep(everyMs);
+  }
+}
+
+/**
+ * A copy made by `POST /v1/resources/:source/<kind>` and its first query, timed in parts:
+ * the 202, the wait for `ready`, the one-time URL, the connection and `SELECT 1`.
+ */
+export async function timedCopy(
+  b: DbBench,
+  source: string,
+  kind: 'branch' | 'fork',
+  body: { name: string; [k: string]: unknown },
+): Promise<{ watch: Stopwatch; url: string }> {
+  const watch = new Stopwatch();
+  await b.api('POST', `/v1/resources/${source}/${kind}`, body, 202);
+  watch.step('202');
+  await waitReady(b, body.name);
+  watch.step('ready');
+  const { url } = (await b.api('POST', `/v1/resources/${body.name}/url`)) as { url: string };
+  watch.step('url');
+  await timedFirstQuery(pierClient(url, b.ca), watch);
+  return { watch, url };
+}
+
+export async function deleteDatabase(b: DbBench, name: string): Promise<void> {
+  await b.api('DELETE', `/v1/resources/${name}`, undefined, 204);
+}
+
+/** The directory holding the storage pool's volumes (btrfs image or plain directories). */
+export async function poolRoot(dataDir: string): Promise<{ kind: string; root: string }> {
+  const dir = path.join(dataDir, 'pool');
+  const kind = (await readFile(path.join(dir, 'pool.kind'), 'utf8').catch(() => '')).trim();
+  if (kind === 'btrfs') {
+    const image = await readdir(path.join(dir, 'mnt')).then(
+      () => true,
+      () => false,
+    );
+    return { kind, root: path.join(dir, image ? 'mnt' : 'volumes') };
+  }
+  return { kind: kind || 'unknown', root: path.join(dir, 'volumes') };
+}
+
+/** Names of the volumes in the pool now. */
+export async function volumes(dataDir: string): Promise<string[]> {
+  const { root } = await poolRoot(dataDir);
+  return (await readdir(root).catch(() => [] as string[])).filter((n) => !n.startsWith('.'));
+}
+
+/** Pids of the processes named `names` (argv[0]'s base name) whose arguments mention `needle`. */
+async function toolsMentioning(names: string[], needle: string): Promise<number[]> {
+  const out: number[] = [];
+  for (const entry of await readdir('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    const argv = (await readFile(`/proc/${entry}/cmdline`, 'utf8').catch(() => ''))
+      .split('\0')
+      .filter(Boolean);
+    if (!names.includes(path.basename(argv[0] ?? ''))) continue;
+    if (argv.some((a) => a.includes(needle))) out.push(Number(entry));
+  }
+  return out;
+}
+
+/**
+ * Waits until pier's background work on this data dir is over (base backups, copies,
+ * syncs), seen three times in a row 100 ms apart, so that the next sample does not share
+ * the two cores with it. Answers how long it waited.
+ */
+export async function quiesce(dataDir: string, timeoutMs = 180_000): Promise<number> {
+  const started = Date.now();
+  let quiet = 0;
+  while (quiet < 3) {
+    const busy = await toolsMentioning(['pg_basebackup', 'cp', 'initdb', 'pg_dump'], dataDir);
+    quiet = busy.length === 0 ? quiet + 1 : 0;
+    if (Date.now() - started > timeoutMs) throw new Error('pier stayed busy for too long');
+    await sleep(100);
+  }
+  return Date.now() - started;
+}
+
+/**
+ * Waits until the server behind `url` has archived every finished WAL segment (as the
+ * customer sees it in pg_stat_archiver), so that no archiving runs during a measurement.
+ */
+export async function archiveCaughtUp(url: string, ca: string, timeoutMs = 300_000) {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const [r] = await pierQuery<{ current: string; archived: string | null; failed: string | null }>(
+      url,
+      ca,
+      `SELECT pg_walfile_name(pg_current_wal_lsn()) AS current,
+              last_archived_wal AS archived, last_failed_wal AS failed FROM pg_stat_archiver`,
+    );
+    // Segment names sort in WAL order; the current one is still being written.
+    if (r && r.archived !== null && segmentAfter(r.archived) >= r.current) return;
+    if (Date.now() > deadline) {
+      throw new Error(`archiving did not catch up: ${JSON.stringify(r)}`);
+    }
+    await sleep(250);
+  }
+}
+
+/** The name of the WAL segment after `name` (16 MB segments, same timeline). */
+function segmentAfter(name: string): string {
+  const tli = name.slice(0, 8);
+  const log = parseInt(name.slice(8, 16), 16);
+  const seg = parseInt(name.slice(16, 24), 16);
+  const [nl, ns] = seg === 0xff ? [log + 1, 0] : [log, seg + 1];
+  const hex = (n: number) => n.toString(16).toUpperCase().padStart(8, '0');
+  return `${tli}${hex(nl)}${hex(ns)}`;
+}
+
+/** What the server of a volume said about its last start's recovery, if anything. */
+export async function recoveryNote(dataDir: string, volume: string): Promise<string | undefined> {
+  const { root } = await poolRoot(dataDir);
+  const log = await readFile(path.join(root, volume, 'postgres.log'), 'utf8').catch(() => '');
+  const lines = log
+    .split('\n')
+    .filter((l) => /redo (starts|done)|not properly shut down|consistent recovery|archive recovery complete|recovery stopping/.test(l));
+  return lines.length ? lines.map((l) => l.replace(/^\S+ \S+ \S+ \[\d+\] /, '')).join(' | ') : undefined;
+}
