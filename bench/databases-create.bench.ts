@@ -15,12 +15,16 @@ import { rm } from 'node:fs/promises';
 import path from 'node:path';
 import { compare, type Benchmark } from './lib/benchmark.js';
 import {
+  aroundServer,
   deleteDatabase,
+  describeAround,
   openDbBench,
   pierClient,
   poolRoot,
   quiesce,
+  serverSpan,
   timedFirstQuery,
+  volumes,
   type DbBench,
 } from './lib/db-pier.js';
 import { initdb, pierTempDir, PlainServer } from './lib/db-plain.js';
@@ -59,15 +63,27 @@ async function plainSample(): Promise<Sample> {
   }
 }
 
-/** POST /v1/resources, then connect + SELECT 1 through the URL; deleted afterwards. */
-async function pierSample(b: DbBench, name: string): Promise<Sample> {
+interface PierSample {
+  sample: Sample;
+  /** Before, during and after the server's start (from its log). */
+  where?: Record<string, number>;
+}
+
+/** POST /v1/resources, then connect + SELECT 1 through the URL. */
+async function pierSample(b: DbBench, name: string): Promise<PierSample> {
+  const before = new Set(await volumes(b.pier.dataDir));
   const watch = new Stopwatch();
   const made = (await b.api('POST', '/v1/resources', { name, kind: 'postgres' }, 201)) as {
     url: string;
   };
   watch.step('POST 201');
   await timedFirstQuery(pierClient(made.url, b.ca), watch);
-  return watch.done();
+  const volume = (await volumes(b.pier.dataDir)).find((v) => !before.has(v) && v.startsWith('pg-'));
+  const span = volume ? await serverSpan(b.pier.dataDir, volume) : undefined;
+  return {
+    sample: watch.done(),
+    where: aroundServer(watch.epoch(), watch.epoch('POST 201'), span),
+  };
 }
 
 const benchmark: Benchmark = {
@@ -77,7 +93,7 @@ const benchmark: Benchmark = {
     const b = await openDbBench();
     try {
       // Warm-up: pier's first create builds the template (and opens the storage pool).
-      const first = await pierSample(b, 'warm');
+      const { sample: first } = await pierSample(b, 'warm');
       console.log(`  pier first create (template build, pool open): ${describeSample(first)}`);
       const settledMs = await quiesce(b.pier.dataDir);
       await deleteDatabase(b, 'warm');
@@ -86,13 +102,17 @@ const benchmark: Benchmark = {
 
       const plain: Sample[] = [];
       const pier: Sample[] = [];
+      const where: Sample[] = [];
       for (let i = 1; i <= SAMPLES; i++) {
         const p = await plainSample();
         plain.push(p);
         const name = `create-${i}`;
         const s = await pierSample(b, name);
-        pier.push(s);
-        console.log(`  #${i} baseline ${describeSample(p)}; pier ${describeSample(s)}`);
+        pier.push(s.sample);
+        if (s.where) where.push({ ms: s.sample.parts['POST 201']!, parts: s.where });
+        console.log(`  #${i} baseline ${describeSample(p)}`);
+        console.log(`     pier ${describeSample(s.sample)}`);
+        console.log(`       POST: ${describeAround(s.where, 'the 201')}`);
         await quiesce(b.pier.dataDir);
         await deleteDatabase(b, name);
       }
@@ -116,6 +136,7 @@ const benchmark: Benchmark = {
           pierFirstCreateSettleMs: settledMs,
           ...sampleNotes('baseline', plain),
           ...sampleNotes('pier', pier),
+          ...(where.length ? sampleNotes('pierPOST', where) : {}),
           ...(await machineBusy()),
         },
       });

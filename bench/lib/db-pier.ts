@@ -9,7 +9,13 @@ import { readdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
-import { call, createBenchOrg, startBenchPlatform, type BenchOrg, type BenchPlatform } from './platform.js';
+import {
+  call,
+  createBenchOrg,
+  startBenchPlatform,
+  type BenchOrg,
+  type BenchPlatform,
+} from './platform.js';
 import { Stopwatch } from './db-samples.js';
 
 export interface DbBench {
@@ -209,7 +215,11 @@ export async function quiesce(dataDir: string, timeoutMs = 180_000): Promise<num
 export async function archiveCaughtUp(url: string, ca: string, timeoutMs = 300_000) {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
-    const [r] = await pierQuery<{ current: string; archived: string | null; failed: string | null }>(
+    const [r] = await pierQuery<{
+      current: string;
+      archived: string | null;
+      failed: string | null;
+    }>(
       url,
       ca,
       `SELECT pg_walfile_name(pg_current_wal_lsn()) AS current,
@@ -234,12 +244,105 @@ function segmentAfter(name: string): string {
   return `${tli}${hex(nl)}${hex(ns)}`;
 }
 
-/** What the server of a volume said about its last start's recovery, if anything. */
-export async function recoveryNote(dataDir: string, volume: string): Promise<string | undefined> {
+/**
+ * When the server of `volume` was last started and when it said it was ready, from the
+ * timestamps of its log (ms precision, UTC).
+ */
+export async function serverSpan(
+  dataDir: string,
+  volume: string,
+): Promise<{ startedAt: number; readyAt: number } | undefined> {
   const { root } = await poolRoot(dataDir);
   const log = await readFile(path.join(root, volume, 'postgres.log'), 'utf8').catch(() => '');
-  const lines = log
-    .split('\n')
-    .filter((l) => /redo (starts|done)|not properly shut down|consistent recovery|archive recovery complete|recovery stopping/.test(l));
-  return lines.length ? lines.map((l) => l.replace(/^\S+ \S+ \S+ \[\d+\] /, '')).join(' | ') : undefined;
+  const at = (line: string) => Date.parse(`${line.slice(0, 23).replace(' ', 'T')}Z`);
+  const lines = log.split('\n');
+  let startedAt: number | undefined;
+  let readyAt: number | undefined;
+  for (const line of lines) {
+    if (line.includes('LOG:  starting PostgreSQL')) [startedAt, readyAt] = [at(line), undefined];
+    else if (line.includes('ready to accept connections') && startedAt !== undefined) {
+      readyAt ??= at(line);
+    }
+  }
+  return startedAt !== undefined && readyAt !== undefined ? { startedAt, readyAt } : undefined;
+}
+
+/**
+ * Where a pier operation's time went, around its server's start: from the request to the
+ * server's start, the start itself (recovery, replay, promotion) as its log tells, and
+ * from the server's readiness until pier answered (or showed `ready`).
+ */
+export function aroundServer(
+  requestAt: number,
+  answeredAt: number,
+  span: { startedAt: number; readyAt: number } | undefined,
+): Record<string, number> | undefined {
+  if (!span) return undefined;
+  return {
+    beforeServer: span.startedAt - requestAt,
+    server: span.readyAt - span.startedAt,
+    afterServer: answeredAt - span.readyAt,
+  };
+}
+
+/** The parts of `aroundServer` in words, `until` naming what ended the operation. */
+export function describeAround(w: Record<string, number> | undefined, until: string): string {
+  if (!w) return 'no server log';
+  const ms = (n: number) => `${n < 100 ? n.toFixed(1) : Math.round(n).toString()} ms`;
+  return (
+    `before the server's start ${ms(w.beforeServer!)}, its start ${ms(w.server!)}, ` +
+    `then until ${until} ${ms(w.afterServer!)}`
+  );
+}
+
+/** How much WAL a server replayed at its start, and how long that took, from its log. */
+export interface Redo {
+  /** WAL replayed, in MB (10^6 bytes). */
+  mb: number;
+  /** The replay's elapsed time as PostgreSQL reports it, in ms. */
+  ms: number;
+}
+
+/** The redo of the last start of the server in `volume`, if its log reports one. */
+export async function redoOf(dataDir: string, volume: string): Promise<Redo | undefined> {
+  const { root } = await poolRoot(dataDir);
+  const log = await readFile(path.join(root, volume, 'postgres.log'), 'utf8').catch(() => '');
+  const starts = [...log.matchAll(/redo starts at ([0-9A-F]+\/[0-9A-F]+)/g)].pop();
+  const done = [
+    ...log.matchAll(/redo done at ([0-9A-F]+\/[0-9A-F]+).*?elapsed: ([\d.]+) s/g),
+  ].pop();
+  if (!starts || !done) return undefined;
+  return {
+    mb: (lsn(done[1]!) - lsn(starts[1]!)) / 1e6,
+    ms: Number(done[2]) * 1000,
+  };
+}
+
+function lsn(text: string): number {
+  const [hi, lo] = text.split('/');
+  return parseInt(hi!, 16) * 2 ** 32 + parseInt(lo!, 16);
+}
+
+/**
+ * CHECKPOINT on the server of `volume`, over its private socket as pier's superuser (the
+ * customer's role may not). It stands for time passing: PostgreSQL checkpoints on its
+ * own at least every checkpoint_timeout (5 min), so a database whose last big write is
+ * older than that looks like this.
+ */
+export async function checkpoint(dataDir: string, volume: string): Promise<void> {
+  const { root } = await poolRoot(dataDir);
+  const pidFile = await readFile(path.join(root, volume, 'pgdata', 'postmaster.pid'), 'utf8');
+  const lines = pidFile.split('\n');
+  const c = new pg.Client({
+    host: lines[4]!.trim(),
+    port: Number(lines[3]),
+    user: 'pier',
+    database: 'postgres',
+  });
+  await c.connect();
+  try {
+    await c.query('CHECKPOINT');
+  } finally {
+    await c.end();
+  }
 }

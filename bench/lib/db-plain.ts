@@ -104,7 +104,10 @@ export class PlainServer {
     private readonly child: ChildProcess,
     readonly logFile: string,
   ) {
-    child.on('exit', (code, signal) => (this.exit = signal ? `killed by ${signal}` : `exit ${code}`));
+    child.on(
+      'exit',
+      (code, signal) => (this.exit = signal ? `killed by ${signal}` : `exit ${code}`),
+    );
     child.on('error', (err) => (this.exit = err.message));
   }
 

@@ -18,12 +18,21 @@ export class Stopwatch {
   private readonly start = performance.now();
   private last = this.start;
   private readonly parts: Record<string, number> = {};
+  private readonly ends: Record<string, number> = {};
 
   /** Ends the part named `name` (the time since the previous step). */
   step(name: string): void {
     const now = performance.now();
     this.parts[name] = (this.parts[name] ?? 0) + (now - this.last);
+    this.ends[name] = now;
     this.last = now;
+  }
+
+  /** Wall-clock time (ms since the epoch) of the start, or of the end of step `name`. */
+  epoch(name?: string): number {
+    const at = name === undefined ? this.start : this.ends[name];
+    if (at === undefined) throw new Error(`no step ${name}`);
+    return performance.timeOrigin + at;
   }
 
   /** The sample: the total up to the last step. */
@@ -62,7 +71,8 @@ export function asLoad(samples: Sample[]): LoadResult {
 /** Mean of each part over the samples, in the order the parts first appear. */
 export function meanParts(samples: Sample[]): Record<string, number> {
   const names: string[] = [];
-  for (const s of samples) for (const k of Object.keys(s.parts)) if (!names.includes(k)) names.push(k);
+  for (const s of samples)
+    for (const k of Object.keys(s.parts)) if (!names.includes(k)) names.push(k);
   const out: Record<string, number> = {};
   for (const k of names) out[k] = mean(samples.map((s) => s.parts[k] ?? 0));
   return out;

@@ -28,6 +28,11 @@ export interface InstanceSpec {
   password: string;
   /** The archive this instance ships its history to; absent for ephemeral copies. */
   archive?: ArchiveRef;
+  /**
+   * Longest time, in seconds, that written data may wait before it reaches the archive
+   * (postgres: `archive_timeout`). Absent: the engine's default.
+   */
+  flushIntervalS?: number;
 }
 
 /** A database's archive: WAL + base backups (postgres), timestamped AOF (redis). */

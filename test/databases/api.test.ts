@@ -26,7 +26,12 @@ beforeAll(async () => {
   tp = await startTestPlatform();
   org = await tp.createOrg();
   other = await tp.createOrg();
-  main = await createDatabase(tp, org, { name: 'shop-db', kind: 'postgres', memoryMb: 512 });
+  main = await createDatabase(tp, org, {
+    name: 'shop-db',
+    kind: 'postgres',
+    memoryMb: 512,
+    flushIntervalS: 30,
+  });
   ca = await platformCa(tp);
 }, 120_000);
 afterAll(async () => tp?.close());
@@ -57,9 +62,11 @@ describe('create', () => {
     expect(rows).toEqual([{ user: 'app', ssl: true }]);
   });
 
-  it('reflects memoryMb in the server settings', async () => {
+  it('reflects memoryMb and flushIntervalS in the server settings', async () => {
     const [row] = await query<{ shared_buffers: string }>(main.url, ca, 'SHOW shared_buffers');
     expect(row!.shared_buffers).toBe('128MB');
+    const [t] = await query<{ archive_timeout: string }>(main.url, ca, 'SHOW archive_timeout');
+    expect(t!.archive_timeout).toBe('30s');
   });
 
   it('refuses a wrong password and a connection without TLS', async () => {

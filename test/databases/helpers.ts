@@ -58,13 +58,17 @@ export async function sleep(ms: number): Promise<void> {
 }
 
 /** Polls `fn` until it returns a truthy value. */
-export async function waitFor<T>(fn: () => Promise<T>, what: string, ms = 60_000): Promise<T> {
+export async function waitFor<T>(
+  fn: () => Promise<T>,
+  what: string,
+  ms = 60_000,
+): Promise<NonNullable<T>> {
   const end = Date.now() + ms;
   let last: unknown;
   for (;;) {
     try {
       last = await fn();
-      if (last) return last as T;
+      if (last) return last as NonNullable<T>;
     } catch (err) {
       last = err;
     }

@@ -74,7 +74,9 @@ export async function configure(
     listen: true,
     memoryMb: inst.memoryMb,
     sizeGb: inst.sizeGb,
-    archive: archive ? { dir: archive.wal, library: bins.basicArchive } : undefined,
+    archive: archive
+      ? { dir: archive.wal, library: bins.basicArchive, timeoutS: inst.flushIntervalS }
+      : undefined,
     restoreFrom,
     // A restore replays with no connections at all: nobody may read a half-restored state.
     hotStandby: role.kind !== 'recovering',

@@ -10,6 +10,9 @@ export const SUPERUSER = 'pier';
 export const APP_ROLE = 'app';
 
 /** Everything pier.conf depends on. */
+/** How long written WAL may wait for the archive when the database sets no flushIntervalS. */
+export const DEFAULT_ARCHIVE_TIMEOUT_S = 60;
+
 export interface SettingsInput {
   /** Stable id of the instance: cluster_name, so `ps` tells servers apart. */
   id: string;
@@ -20,7 +23,7 @@ export interface SettingsInput {
   memoryMb: number;
   sizeGb: number;
   /** Where finished WAL segments go, and whether basic_archive can do it (else a command). */
-  archive?: { dir: string; library: boolean };
+  archive?: { dir: string; library: boolean; timeoutS?: number };
   /** WAL directory of an archive to replay from (restore, or a standby catching up). */
   restoreFrom?: string;
   /** Stop replay after the last commit at or before this moment, then promote. */
@@ -149,6 +152,9 @@ export function renderSettings(s: SettingsInput): string {
   ];
   if (s.archive) {
     lines.push(['archive_mode', 'on']);
+    // A segment is switched at least this often when there were writes, bounding how much
+    // committed work only the server's own disk holds (the database's flushIntervalS).
+    lines.push(['archive_timeout', s.archive.timeoutS ?? DEFAULT_ARCHIVE_TIMEOUT_S]);
     if (s.archive.library) {
       lines.push(['archive_library', confString('basic_archive')]);
       lines.push(['basic_archive.archive_directory', confString(s.archive.dir)]);

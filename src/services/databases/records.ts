@@ -139,6 +139,7 @@ export async function instanceSpec(
     sizeGb: row.size_gb,
     password: passwordOf(box, row),
     ...(archive ? { archive } : {}),
+    ...(row.flush_interval_s ? { flushIntervalS: row.flush_interval_s } : {}),
   };
 }
 
