@@ -7,6 +7,8 @@
 #   - openssh-client: ssh-keygen, used by the tests to make real SSH keys
 #   - awscli and s3cmd: S3 clients nobody here wrote, which the bucket tests drive
 #   - btrfs-progs: the storage pool (subvolumes, snapshots, quotas) for databases and volumes
+#   - bubblewrap: machines' namespaces; busybox-static and docker-registry: the machine
+#     tests build small images and serve them from a real local OCI registry
 #   - the unprivileged `pier` service user that runs the servers pier starts
 set -euo pipefail
 
@@ -22,6 +24,9 @@ command -v openssl >/dev/null || need+=(openssl)
 command -v ssh-keygen >/dev/null || need+=(openssh-client)
 command -v aws >/dev/null || need+=(awscli)
 command -v s3cmd >/dev/null || need+=(s3cmd)
+command -v bwrap >/dev/null || need+=(bubblewrap)
+[ -x /bin/busybox ] || need+=(busybox-static)
+[ -x /usr/bin/docker-registry ] || need+=(docker-registry)
 # mkfs.btrfs lives in sbin, which a non-root PATH may lack: look for the file itself.
 [ -x /usr/sbin/mkfs.btrfs ] || [ -x /sbin/mkfs.btrfs ] || need+=(btrfs-progs)
 
