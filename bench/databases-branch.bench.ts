@@ -7,8 +7,15 @@
  * time does not depend on the size.
  *
  * Both 1 GB databases are filled the same way (`CREATE TABLE t AS SELECT g, repeat('x',
- * 1000) FROM generate_series(1, 1000000) g`); the plain one is stopped cleanly (so its copy
- * starts without recovery), pier's source keeps running, as a customer's database does.
+ * 1000) FROM generate_series(1, 1000000) g`, then `VACUUM ANALYZE t`); the plain one is
+ * stopped cleanly (so its copy starts without recovery); pier's source keeps running, as a
+ * customer's database does, so its snapshot starts with crash recovery of the WAL written
+ * since its last checkpoint. That is measured once right after the fill (the 1 GB of WAL
+ * of the fill is still to be replayed: the time depends on recent writes, not on size);
+ * then the sources are checkpointed, standing for a database whose last bulk write is
+ * older than checkpoint_timeout, and the measured rounds run: baseline, 1 GB branch,
+ * small branch.
+ *
  * Before the samples, pier's archiving of the fill's WAL and its background base backups
  * are waited out; after each pier sample, the branch's own first base backup is waited
  * out and the branch deleted. The baseline's copy is not fsynced (which favours it).
@@ -61,8 +68,8 @@ const SMALL_FILL = `CREATE TABLE t AS SELECT g, repeat('x', 1000) AS pad FROM ge
 /** The issue's goal: a branch answers its first query within 1 s, whatever the size. */
 const GOAL_MS = 1000;
 /**
- * "Independent of size": the 1 GB branch takes at most 25 % (and at least 100 ms) more
- * than the small one, on the means.
+ * "Independent of size": on the means, the 1 GB branch takes no longer than the small one
+ * plus 25 % of it or 100 ms, whichever is more.
  */
 function sizeIndependent(bigMs: number, smallMs: number): boolean {
   return bigMs - smallMs <= Math.max(0.25 * smallMs, 100);

@@ -8,17 +8,10 @@ import { ApiError, notFound } from '../errors/api-error.js';
 import { newId } from '../crypto/tokens.js';
 import type { Executor } from '../store/db.js';
 import type { ServiceContext } from './context.js';
-import { NAME_PATTERN, claimName, releaseName } from './names.js';
+import { claimName, releaseName, resourceNameSchema } from './names.js';
 import { revokeS3Key } from './buckets/s3-keys.js';
 
-export const appNameSchema = z
-  .string()
-  .min(1)
-  .max(63)
-  .regex(
-    NAME_PATTERN,
-    'lowercase letters, digits and hyphens, starting and ending with a letter or digit',
-  );
+export const appNameSchema = resourceNameSchema;
 
 export const createAppBody = z.strictObject({ name: appNameSchema });
 

@@ -3,6 +3,7 @@
  * claimed by inserting its row inside the transaction that creates the resource, so two
  * concurrent creates of one name cannot both win, whatever their organizations.
  */
+import { z } from 'zod';
 import { ApiError } from '../errors/api-error.js';
 import type { Executor } from '../store/db.js';
 
@@ -42,6 +43,16 @@ const RESERVED = new Set([
   'root',
   'objects',
 ]);
+
+/** A name of the shared namespace, as request bodies take it. */
+export const resourceNameSchema = z
+  .string()
+  .min(1)
+  .max(63)
+  .regex(
+    NAME_PATTERN,
+    'lowercase letters, digits and hyphens, starting and ending with a letter or digit',
+  );
 
 export function isReserved(name: string): boolean {
   return RESERVED.has(name) || name.startsWith('pier-');

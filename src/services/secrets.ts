@@ -204,6 +204,33 @@ export async function deleteSecret(
   });
 }
 
+/**
+ * Writes a secret the platform manages for a resource (an attachment's `S3_*`, a
+ * database's URL), inside the caller's transaction; the secrets routes cannot change it.
+ */
+export async function insertManagedSecret(
+  tx: Executor,
+  ctx: ServiceContext,
+  appId: string,
+  name: string,
+  value: string,
+  reason: 'attachment' | 'resource-password',
+): Promise<void> {
+  const sealed = ctx.box.seal(value, bindingOf(appId, name));
+  await tx
+    .insertInto('secrets')
+    .values({
+      app_id: appId,
+      name,
+      nonce: sealed.nonce,
+      ciphertext: sealed.ciphertext,
+      managed_reason: reason,
+      build: null,
+      updated_at: ctx.clock(),
+    })
+    .execute();
+}
+
 /** Plain values for a machine's environment at start (the runtime's use only). */
 export async function revealSecrets(
   ex: Executor,

@@ -8,7 +8,7 @@ import { ApiError } from '../../errors/api-error.js';
 import type { Executor, Tx } from '../../store/db.js';
 import { findApp } from '../apps.js';
 import type { ServiceContext } from '../context.js';
-import { bindingOf } from '../secrets.js';
+import { insertManagedSecret } from '../secrets.js';
 import { findBucket, type BucketRow } from './buckets.js';
 import { mintS3Key, revokeS3Key } from './s3-keys.js';
 
@@ -84,19 +84,7 @@ export async function attachBucket(
     };
     const now = ctx.clock();
     for (const [name, value] of Object.entries(values)) {
-      const sealed = ctx.box.seal(value, bindingOf(app.id, name));
-      await tx
-        .insertInto('secrets')
-        .values({
-          app_id: app.id,
-          name,
-          nonce: sealed.nonce,
-          ciphertext: sealed.ciphertext,
-          managed_reason: 'attachment',
-          build: null,
-          updated_at: now,
-        })
-        .execute();
+      await insertManagedSecret(tx, ctx, app.id, name, value, 'attachment');
     }
     const injected = Object.keys(values).sort();
     await tx

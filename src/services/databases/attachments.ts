@@ -7,7 +7,7 @@
 import { z } from 'zod';
 import { ApiError } from '../../errors/api-error.js';
 import { findApp } from '../apps.js';
-import { bindingOf } from '../secrets.js';
+import { insertManagedSecret } from '../secrets.js';
 import { connectionUrl, findDatabase, passwordOf, secretKeyOf } from './records.js';
 import type { DatabaseContext } from './work.js';
 
@@ -53,19 +53,7 @@ export async function attachDatabase(
       );
     }
     const url = connectionUrl(ctx.config.publicUrl, db, passwordOf(ctx.box, db));
-    const sealed = ctx.box.seal(url, bindingOf(app.id, name));
-    await tx
-      .insertInto('secrets')
-      .values({
-        app_id: app.id,
-        name,
-        nonce: sealed.nonce,
-        ciphertext: sealed.ciphertext,
-        managed_reason: 'resource-password',
-        build: null,
-        updated_at: ctx.clock(),
-      })
-      .execute();
+    await insertManagedSecret(tx, ctx, app.id, name, url, 'resource-password');
     await tx
       .insertInto('database_attachments')
       .values({ app_id: app.id, database_id: db.id, secret_name: name, created_at: ctx.clock() })

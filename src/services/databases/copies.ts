@@ -12,6 +12,8 @@ import { pickArchive } from './archives.js';
 import { assertNameFree, reserveFront, volumeFor } from './create.js';
 import {
   findDatabase,
+  insertArchive,
+  insertInstance,
   instancesOf,
   toRecord,
   type DatabaseRow,
@@ -102,28 +104,21 @@ async function insertCopy(
     .returningAll()
     .executeTakeFirstOrThrow();
   if (archiveId) {
-    await tx
-      .insertInto('database_archives')
-      .values({
-        id: archiveId,
-        org_id: source.org_id,
-        database_id: ids.id,
-        kind: source.kind,
-        source_volume: volume,
-      })
-      .execute();
+    await insertArchive(tx, {
+      id: archiveId,
+      orgId: source.org_id,
+      databaseId: ids.id,
+      kind: source.kind,
+      sourceVolume: volume,
+    });
   }
-  const instance = await tx
-    .insertInto('database_instances')
-    .values({
-      id: ids.instanceId,
-      database_id: ids.id,
-      role: 'primary',
-      volume,
-      internal_port: ids.internalPort,
-    })
-    .returningAll()
-    .executeTakeFirstOrThrow();
+  const instance = await insertInstance(tx, {
+    id: ids.instanceId,
+    databaseId: ids.id,
+    role: 'primary',
+    volume,
+    internalPort: ids.internalPort,
+  });
   return { row, instance };
 }
 

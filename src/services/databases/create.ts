@@ -10,6 +10,8 @@ import { enqueue } from '../../jobs/queue.js';
 import { claimName, isReserved, nameAvailability } from '../names.js';
 import {
   connectionUrl,
+  insertArchive,
+  insertInstance,
   instanceSpec,
   normalizePolicy,
   toRecord,
@@ -118,28 +120,21 @@ export async function createDatabase(
         .returningAll()
         .executeTakeFirstOrThrow();
       if (archiveId) {
-        await tx
-          .insertInto('database_archives')
-          .values({
-            id: archiveId,
-            org_id: orgId,
-            database_id: id,
-            kind: body.kind,
-            source_volume: volumeFor(body.kind, instanceId),
-          })
-          .execute();
+        await insertArchive(tx, {
+          id: archiveId,
+          orgId,
+          databaseId: id,
+          kind: body.kind,
+          sourceVolume: volumeFor(body.kind, instanceId),
+        });
       }
-      const primary = await tx
-        .insertInto('database_instances')
-        .values({
-          id: instanceId,
-          database_id: id,
-          role: 'primary',
-          volume: volumeFor(body.kind, instanceId),
-          internal_port: internalPort,
-        })
-        .returningAll()
-        .executeTakeFirstOrThrow();
+      const primary = await insertInstance(tx, {
+        id: instanceId,
+        databaseId: id,
+        role: 'primary',
+        volume: volumeFor(body.kind, instanceId),
+        internalPort,
+      });
       await enqueue(
         tx,
         ctx.jobs,
@@ -190,17 +185,13 @@ export async function finishCreate(
     let standbyRow = instances.find((i) => i.role === 'standby');
     if (!standbyRow) {
       const standbyId = newId('dbi');
-      standbyRow = await ctx.db
-        .insertInto('database_instances')
-        .values({
-          id: standbyId,
-          database_id: row.id,
-          role: 'standby',
-          volume: volumeFor(row.kind, standbyId),
-          internal_port: await ctx.dbHost.internalPort(),
-        })
-        .returningAll()
-        .executeTakeFirstOrThrow();
+      standbyRow = await insertInstance(ctx.db, {
+        id: standbyId,
+        databaseId: row.id,
+        role: 'standby',
+        volume: volumeFor(row.kind, standbyId),
+        internalPort: await ctx.dbHost.internalPort(),
+      });
     }
     const standby = await instanceSpec(ctx.db, ctx.box, row, standbyRow);
     await ctx.dbHost.postgres().createStandby(env, primary, standby);

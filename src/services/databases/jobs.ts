@@ -10,7 +10,7 @@ import { defineJob, exponentialBackoff } from '../../jobs/catalogue.js';
 import { enqueue } from '../../jobs/queue.js';
 import { runCopyJob } from './copy-work.js';
 import { finishCreate, volumeFor } from './create.js';
-import { instanceSpec, instancesOf } from './records.js';
+import { insertInstance, instanceSpec, instancesOf } from './records.js';
 import { destroyDatabaseRuntime, removeDatabaseNow } from './remove.js';
 import { runRestoreJob } from './restore-work.js';
 import { databaseById, destroyArchiveIfUnused, type DatabaseContext } from './work.js';
@@ -151,17 +151,13 @@ export function databaseJobs(get: () => DatabaseContext) {
         let standby = instances.find((i) => i.role === 'standby');
         if (!standby) {
           const id = newId('dbi');
-          standby = await ctx.db
-            .insertInto('database_instances')
-            .values({
-              id,
-              database_id: row.id,
-              role: 'standby',
-              volume: volumeFor(row.kind, id),
-              internal_port: await ctx.dbHost.internalPort(),
-            })
-            .returningAll()
-            .executeTakeFirstOrThrow();
+          standby = await insertInstance(ctx.db, {
+            id,
+            databaseId: row.id,
+            role: 'standby',
+            volume: volumeFor(row.kind, id),
+            internalPort: await ctx.dbHost.internalPort(),
+          });
         }
         const env = await ctx.dbHost.env();
         const primarySpec = await instanceSpec(ctx.db, ctx.box, row, primary);

@@ -143,6 +143,53 @@ export async function instanceSpec(
   };
 }
 
+/** Inserts an instance row (a server of a database) inside the caller's transaction. */
+export async function insertInstance(
+  tx: Executor,
+  i: {
+    id: string;
+    databaseId: string;
+    role: InstanceRow['role'];
+    volume: string;
+    internalPort: number;
+  },
+): Promise<InstanceRow> {
+  return tx
+    .insertInto('database_instances')
+    .values({
+      id: i.id,
+      database_id: i.databaseId,
+      role: i.role,
+      volume: i.volume,
+      internal_port: i.internalPort,
+    })
+    .returningAll()
+    .executeTakeFirstOrThrow();
+}
+
+/** Inserts the row of a new archive, written by the instance in `sourceVolume`. */
+export async function insertArchive(
+  tx: Executor,
+  a: {
+    id: string;
+    orgId: string;
+    databaseId: string;
+    kind: DatabaseRow['kind'];
+    sourceVolume: string;
+  },
+): Promise<void> {
+  await tx
+    .insertInto('database_archives')
+    .values({
+      id: a.id,
+      org_id: a.orgId,
+      database_id: a.databaseId,
+      kind: a.kind,
+      source_volume: a.sourceVolume,
+    })
+    .execute();
+}
+
 /**
  * The connection URL: TLS always (`sslmode=require` for postgres, `rediss://` for redis),
  * the customer's role `app`, the public host and the front's port.

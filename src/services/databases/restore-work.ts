@@ -10,7 +10,14 @@ import type { JobContext } from '../../jobs/catalogue.js';
 import { enqueue } from '../../jobs/queue.js';
 import type { RestorePayload } from './copies.js';
 import { failCopy, finishCopy, isPermanent, makeCopy } from './copy-work.js';
-import { instanceSpec, instancesOf, passwordOf, type DatabaseRow } from './records.js';
+import {
+  insertArchive,
+  insertInstance,
+  instanceSpec,
+  instancesOf,
+  passwordOf,
+  type DatabaseRow,
+} from './records.js';
 import {
   databaseById,
   destroyInstances,
@@ -64,28 +71,22 @@ async function swap(
         // Redis history lives in the old instance's volume, which goes with it.
         await tx.deleteFrom('database_archives').where('id', '=', row.archive_id).execute();
       }
-      await tx
-        .insertInto('database_archives')
-        .values({
-          id: p.next.archiveId,
-          org_id: row.org_id,
-          database_id: row.id,
-          kind: row.kind,
-          source_volume: p.next.volume,
-        })
-        .execute();
+      await insertArchive(tx, {
+        id: p.next.archiveId,
+        orgId: row.org_id,
+        databaseId: row.id,
+        kind: row.kind,
+        sourceVolume: p.next.volume,
+      });
     }
     await tx.deleteFrom('database_instances').where('database_id', '=', row.id).execute();
-    await tx
-      .insertInto('database_instances')
-      .values({
-        id: p.next.id,
-        database_id: row.id,
-        role: 'primary',
-        volume: p.next.volume,
-        internal_port: p.next.internalPort,
-      })
-      .execute();
+    await insertInstance(tx, {
+      id: p.next.id,
+      databaseId: row.id,
+      role: 'primary',
+      volume: p.next.volume,
+      internalPort: p.next.internalPort,
+    });
     await tx
       .updateTable('databases')
       .set({ archive_id: p.next.archiveId, power: 'running' })

@@ -4,16 +4,9 @@
  * Rules that tie fields together are checked in `superRefine`, as the other families do.
  */
 import { z } from 'zod';
-import { NAME_PATTERN } from '../names.js';
+import { resourceNameSchema } from '../names.js';
 
-export const databaseNameSchema = z
-  .string()
-  .min(1)
-  .max(63)
-  .regex(
-    NAME_PATTERN,
-    'lowercase letters, digits and hyphens, starting and ending with a letter or digit',
-  );
+export const databaseNameSchema = resourceNameSchema;
 
 const timestamp = z.iso.datetime({ offset: true });
 
