@@ -10,7 +10,7 @@
  * 1000) FROM generate_series(1, 1000000) g`, then `VACUUM ANALYZE t`); the plain one is
  * stopped cleanly (so its copy starts without recovery); pier's source keeps running, as a
  * customer's database does, so its snapshot starts with crash recovery of the WAL written
- * since its last checkpoint. That is measured once right after the fill (the 1 GB of WAL
+ * since its last checkpoint. That is measured once right after the fill (most of the WAL
  * of the fill is still to be replayed: the time depends on recent writes, not on size);
  * then the sources are checkpointed, standing for a database whose last bulk write is
  * older than checkpoint_timeout, and the measured rounds run: baseline, 1 GB branch,

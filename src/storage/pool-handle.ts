@@ -40,6 +40,11 @@ export class PoolHandle {
   async close(): Promise<void> {
     if (!this.opening) return;
     const { pool } = await this.opening.catch(() => ({ pool: undefined }));
-    await pool?.close();
+    await pool?.close().catch((err: unknown) => {
+      // Databases and machines outlive pier by design: their pool stays mounted for them,
+      // and the next start finds it mounted.
+      if (!/busy/i.test(String((err as Error).message))) throw err;
+      this.log.info('the storage pool stays mounted: servers started by pier still use it');
+    });
   }
 }
