@@ -122,7 +122,13 @@ describe('host-redundant', () => {
       'the standby to come back',
       60_000,
     );
-    expect(back.length).toBe(1);
+    const describe_ = await Promise.all(
+      back.map(
+        async (p) =>
+          `${p}: ${(await readFile(`/proc/${p}/cmdline`, 'utf8').catch(() => '')).replace(/\0/g, ' ')}`,
+      ),
+    );
+    expect(back.length, describe_.join('\n')).toBe(1);
     await query(url, ca, 'INSERT INTO payments VALUES (203)');
     const [count] = await query<{ n: number }>(url, ca, 'SELECT count(*)::int AS n FROM payments');
     expect(count!.n).toBe(203);

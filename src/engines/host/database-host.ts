@@ -8,7 +8,6 @@
  * process, so on start every database's front is opened again on its port and every
  * server is found (or started) and taken back.
  */
-import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import type { Logger } from 'pino';
 import type { Config } from '../../config.js';
@@ -24,6 +23,7 @@ import { PostgresEngine } from '../postgres/index.js';
 import { RedisEngine } from '../redis/index.js';
 import { CgroupSet } from '../sleep/cgroup.js';
 import { candidatePorts, freeLoopbackPort, parsePortRange, type PortRange } from './ports.js';
+import { failover, isAlive, loseStandby, type RedundancyDeps } from './failover.js';
 import { sleepAction, type Power } from './sleep-policy.js';
 
 /** What the host knows of a database it serves. */
@@ -217,7 +217,12 @@ export class DatabaseHost {
     return this.live.get(databaseId);
   }
 
-  private async adopt(live: LiveDatabase, inst: InstanceSpec): Promise<void> {
+  private redundancyDeps(): RedundancyDeps {
+    return { db: this.opts.db, log: this.opts.log, onFailover: this.opts.onFailover };
+  }
+
+  /** Puts a running instance's process tree into its cgroup (limits, freezing). */
+  async adopt(live: LiveDatabase, inst: InstanceSpec): Promise<void> {
     const env = await this.env();
     const pid = await this.engine(live.kind).pid(env, inst);
     if (pid === undefined) return;
@@ -338,61 +343,15 @@ export class DatabaseHost {
     for (const live of this.live.values()) {
       if (!live.ready || !live.standby || live.power !== 'running') continue;
       if (live.primaryPid && !isAlive(live.primaryPid)) {
-        await this.serialize(live, () => this.failover(live)).catch((err: unknown) =>
-          this.opts.log.error({ err, id: live.id }, 'failover failed'),
+        await this.serialize(live, () => failover(this, this.redundancyDeps(), live)).catch(
+          (err: unknown) => this.opts.log.error({ err, id: live.id }, 'failover failed'),
         );
       } else if (live.standbyPid && !isAlive(live.standbyPid)) {
-        await this.serialize(live, () => this.loseStandby(live)).catch((err: unknown) =>
-          this.opts.log.error({ err, id: live.id }, 'standby loss not handled'),
+        await this.serialize(live, () => loseStandby(this, this.redundancyDeps(), live)).catch(
+          (err: unknown) => this.opts.log.error({ err, id: live.id }, 'standby loss not handled'),
         );
       }
     }
-  }
-
-  private async loseStandby(live: LiveDatabase): Promise<void> {
-    if (!live.primary || !live.standbyPid || isAlive(live.standbyPid)) return;
-    this.opts.log.warn({ id: live.id, standby: live.standby?.id }, 'standby died: rebuilding');
-    live.standbyPid = undefined;
-    await this.postgres().detachStandby?.(await this.env(), live.primary);
-    // The rebuild (a durable job) starts it again and makes the primary wait for it anew.
-    await this.opts.onFailover?.(live.id);
-  }
-
-  private async failover(live: LiveDatabase): Promise<void> {
-    if (!live.standby || !live.primary || (live.primaryPid && isAlive(live.primaryPid))) return;
-    const env = await this.env();
-    const old = live.primary;
-    const standby = live.standby;
-    this.opts.log.warn({ id: live.id, from: old.id, to: standby.id }, 'primary died: promoting');
-    await this.postgres().promote(env, standby);
-    live.front.setTarget(standby.internalPort);
-    const promoted: InstanceSpec = {
-      ...standby,
-      ...(old.archive ? { archive: { ...old.archive, sourceVolume: standby.volume } } : {}),
-    };
-    live.primary = promoted;
-    live.standby = undefined;
-    live.standbyPid = undefined;
-    if (promoted.archive) {
-      // A standby does not archive; as the primary it must, so it restarts configured so.
-      await this.postgres().stop(env, promoted, 'fast');
-      await this.postgres().start(env, promoted);
-    }
-    live.primaryPid = undefined;
-    await this.adopt(live, promoted);
-    await this.opts.db.transaction().execute(async (tx) => {
-      await tx.deleteFrom('database_instances').where('id', '=', old.id).execute();
-      await tx
-        .updateTable('database_instances')
-        .set({ role: 'primary' })
-        .where('id', '=', standby.id)
-        .execute();
-    });
-    await this.postgres()
-      .destroy(env, old)
-      .catch((err: unknown) => this.opts.log.warn({ err }, 'old primary not cleaned up'));
-    await (await this.freezer())?.remove(old.id);
-    await this.opts.onFailover?.(live.id);
   }
 
   /** Adds a standby to a served database after it was built, in its own cgroup. */
@@ -452,18 +411,4 @@ export class DatabaseHost {
 
 function lastActivity(live: LiveDatabase): number {
   return Math.max(live.front.lastActivityAt, live.lastBusyAt);
-}
-
-/**
- * Whether `pid` runs. A zombie does not: a server whose parent (a pier that restarted)
- * is gone is re-parented to init, and where init does not reap, its corpse keeps the pid.
- */
-function isAlive(pid: number): boolean {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    // The state follows the command name, which is in parentheses and may hold spaces.
-    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'Z';
-  } catch {
-    return false;
-  }
 }
