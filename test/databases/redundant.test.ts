@@ -114,21 +114,16 @@ describe('host-redundant', () => {
       setTimeout(() => reject(new Error('commit hung without a standby')), 15_000),
     );
     await Promise.race([insert, hung]);
-    const back = await waitFor(
+    // One server again on the standby's volume (short-lived helpers such as
+    // `postgres -C` may show for a moment, hence waiting for exactly one).
+    await waitFor(
       async () => {
         const pids = await postmastersOf(volume);
-        return pids.length && pids[0] !== pid ? pids : undefined;
+        return pids.length === 1 && pids[0] !== pid;
       },
       'the standby to come back',
       60_000,
     );
-    const describe_ = await Promise.all(
-      back.map(
-        async (p) =>
-          `${p}: ${(await readFile(`/proc/${p}/cmdline`, 'utf8').catch(() => '')).replace(/\0/g, ' ')}`,
-      ),
-    );
-    expect(back.length, describe_.join('\n')).toBe(1);
     await query(url, ca, 'INSERT INTO payments VALUES (203)');
     const [count] = await query<{ n: number }>(url, ca, 'SELECT count(*)::int AS n FROM payments');
     expect(count!.n).toBe(203);
