@@ -34,8 +34,3 @@ export class ImageError extends Error {
     super(message, options);
   }
 }
-
-/** True when `err` is the abort reason of `signal` (the caller gave up; not an image error). */
-export function isAbortOf(signal: AbortSignal | undefined, err: unknown): boolean {
-  return signal?.aborted === true && err === signal.reason;
-}

@@ -65,7 +65,9 @@ function validHost(host: string): boolean {
  */
 export function parseReference(input: string): ImageReference {
   if (typeof input !== 'string' || input.length === 0) throw bad('', 'it is empty');
-  if (input.length > MAX_REFERENCE) throw bad(input, `it is longer than ${MAX_REFERENCE} characters`);
+  if (input.length > MAX_REFERENCE) {
+    throw bad(input, `it is longer than ${MAX_REFERENCE} characters`);
+  }
   if (/\s/.test(input)) throw bad(input, 'it contains white space');
 
   let rest = input;
@@ -93,7 +95,10 @@ export function parseReference(input: string): ImageReference {
     tag = rest.slice(colon + 1);
     rest = rest.slice(0, colon);
     if (!TAG.test(tag)) {
-      throw bad(input, `"${tag}" is not a valid tag (letters, digits, "_", "." and "-", at most 128)`);
+      throw bad(
+        input,
+        `"${tag}" is not a valid tag (letters, digits, "_", "." and "-", at most 128)`,
+      );
     }
   }
 
