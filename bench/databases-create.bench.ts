@@ -23,6 +23,7 @@ import {
   poolRoot,
   quiesce,
   serverSpan,
+  settleDisk,
   timedFirstQuery,
   volumes,
   type DbBench,
@@ -104,9 +105,11 @@ const benchmark: Benchmark = {
       const pier: Sample[] = [];
       const where: Sample[] = [];
       for (let i = 1; i <= SAMPLES; i++) {
+        await settleDisk(b.pier.dataDir);
         const p = await plainSample();
         plain.push(p);
         const name = `create-${i}`;
+        await settleDisk(b.pier.dataDir);
         const s = await pierSample(b, name);
         pier.push(s.sample);
         if (s.where) where.push({ ms: s.sample.parts['POST 201']!, parts: s.where });

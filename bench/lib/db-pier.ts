@@ -5,6 +5,7 @@
  * outlive `pier serve` by design, so `close()` deletes every database of the organization
  * before the platform closes (its storage pool cannot be unmounted while servers run).
  */
+import { execFile } from 'node:child_process';
 import { readdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -209,6 +210,23 @@ export async function quiesce(dataDir: string, timeoutMs = 180_000): Promise<num
 }
 
 /**
+ * Puts the disk at rest before a sample, on either side: waits until btrfs has cleaned up
+ * the subvolumes of deleted databases (`btrfs subvolume sync`, a btrfs pool only), then
+ * writes back every dirty page (`sync`). Neither side then pays for the other's leftovers.
+ */
+export async function settleDisk(dataDir: string): Promise<void> {
+  const { kind, root } = await poolRoot(dataDir);
+  if (kind === 'btrfs') await run('btrfs', ['subvolume', 'sync', root]);
+  await run('sync', []);
+}
+
+function run(file: string, args: string[]): Promise<void> {
+  return new Promise((resolve, reject) =>
+    execFile(file, args, { timeout: 300_000 }, (err) => (err ? reject(err) : resolve())),
+  );
+}
+
+/**
  * Waits until the server behind `url` has archived every finished WAL segment (as the
  * customer sees it in pg_stat_archiver), so that no archiving runs during a measurement.
  */
@@ -321,28 +339,4 @@ export async function redoOf(dataDir: string, volume: string): Promise<Redo | un
 function lsn(text: string): number {
   const [hi, lo] = text.split('/');
   return parseInt(hi!, 16) * 2 ** 32 + parseInt(lo!, 16);
-}
-
-/**
- * CHECKPOINT on the server of `volume`, over its private socket as pier's superuser (the
- * customer's role may not). It stands for time passing: PostgreSQL checkpoints on its
- * own at least every checkpoint_timeout (5 min), so a database whose last big write is
- * older than that looks like this.
- */
-export async function checkpoint(dataDir: string, volume: string): Promise<void> {
-  const { root } = await poolRoot(dataDir);
-  const pidFile = await readFile(path.join(root, volume, 'pgdata', 'postmaster.pid'), 'utf8');
-  const lines = pidFile.split('\n');
-  const c = new pg.Client({
-    host: lines[4]!.trim(),
-    port: Number(lines[3]),
-    user: 'pier',
-    database: 'postgres',
-  });
-  await c.connect();
-  try {
-    await c.query('CHECKPOINT');
-  } finally {
-    await c.end();
-  }
 }

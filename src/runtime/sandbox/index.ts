@@ -1,0 +1,29 @@
+/**
+ * Running one machine's process isolated: the platform network (bridge, per-machine
+ * namespaces), the overlay root, and the sandbox itself (bwrap in fresh namespaces,
+ * in the machine's cgroup, with a keeper holding its console log and exit status).
+ * See README.md in this directory for the design, the log format and the limits.
+ */
+export { allocateIp, gatewayOf, isMachineIp, parseCidr } from './cidr.js';
+export { assertSandboxId, netnsName, vethName } from './names.js';
+export { Network, type MachineNet, type NetworkOptions } from './network.js';
+export {
+  mountRootfs,
+  mountedType,
+  resolveInRoot,
+  unmountRootfs,
+  type RootfsSpec,
+} from './rootfs.js';
+export { ROOT_CAPS, checkSpec, type SandboxSpec } from './spec.js';
+export { Sandboxes, type SandboxesOptions, type StopOptions } from './run.js';
+export type { ExitStatus, SandboxRecord } from './protocol.js';
+export {
+  LOG_SEGMENTS,
+  MIN_LOG_BYTES,
+  readLogs,
+  type LogCursor,
+  type LogEntry,
+  type LogPage,
+  type LogStream,
+  type ReadLogsOptions,
+} from './logs.js';

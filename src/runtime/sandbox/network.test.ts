@@ -1,0 +1,122 @@
+/**
+ * The platform bridge and machine namespaces, for real, on a bridge and subnet of this
+ * test's own (`pier-n<pid>`, 10.214.0.0/16). Skipped where pier cannot manage networks.
+ */
+import { execFileSync } from 'node:child_process';
+import { readFile } from 'node:fs/promises';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { run } from './exec.js';
+import { vethName } from './names.js';
+import { linkExists, netnsExists, Network } from './network.js';
+import { sandboxUnavailable } from './testbed.test-helper.js';
+
+const unavailable = await sandboxUnavailable();
+const bridge = `pier-n${process.pid}`.slice(0, 15);
+const ids = [`nt${process.pid}a`, `nt${process.pid}b`];
+
+/** Runs `argv` inside machine `id`'s network namespace; its stdout. */
+const inNs = (id: string, ...argv: string[]) => run(['ip', 'netns', 'exec', `pier-${id}`, ...argv]);
+
+describe.skipIf(unavailable)(`Network${unavailable ? ` (skipped: ${unavailable})` : ''}`, () => {
+  const net = new Network({ bridge, cidr: '10.214.0.0/16' });
+
+  beforeAll(() => net.ensureBridge());
+  afterAll(async () => {
+    for (const id of ids) await net.removeNetns(id).catch(() => {});
+    await net.removeBridge();
+  });
+
+  it('makes the bridge once, with the gateway address, forwarding and IPv6 off', async () => {
+    await net.ensureBridge(); // again: nothing changes
+    const addrs = JSON.parse(await run(['ip', '-j', 'addr', 'show', 'dev', bridge])) as {
+      operstate: string;
+      addr_info: { family: string; local: string; prefixlen: number }[];
+    }[];
+    expect(addrs[0]?.addr_info.filter((a) => a.family === 'inet')).toMatchObject([
+      { local: '10.214.0.1', prefixlen: 16 },
+    ]);
+    expect(await readFile(`/proc/sys/net/ipv4/conf/${bridge}/forwarding`, 'utf8')).toBe('0\n');
+    expect(await readFile(`/proc/sys/net/ipv6/conf/${bridge}/disable_ipv6`, 'utf8')).toBe('1\n');
+    expect(net.gateway).toBe('10.214.0.1');
+    // What the kernel would do with a machine's packet for elsewhere: nothing (asked of
+    // the routing table, so no packet is sent anywhere to find out).
+    await expect(
+      run(['ip', 'route', 'get', '192.0.2.1', 'from', '10.214.0.2', 'iif', bridge]),
+    ).rejects.toThrow(/No route to host/);
+  });
+
+  it('refuses to take over an interface that is not a bridge', async () => {
+    const name = `pier-x${process.pid}`.slice(0, 15);
+    const peer = `pier-y${process.pid}`.slice(0, 15);
+    await run(['ip', 'link', 'add', name, 'type', 'veth', 'peer', 'name', peer]);
+    try {
+      await expect(
+        new Network({ bridge: name, cidr: '10.214.0.0/16' }).ensureBridge(),
+      ).rejects.toThrow(/not a bridge/);
+    } finally {
+      await run(['ip', 'link', 'del', name]);
+    }
+  });
+
+  it('gives a machine lo, eth0 with its address and a default route via the gateway', async () => {
+    const [id] = ids as [string];
+    const made = await net.createNetns(id, '10.214.0.2');
+    expect(made).toEqual({
+      netns: `pier-${id}`,
+      ip: '10.214.0.2',
+      prefix: 16,
+      gateway: '10.214.0.1',
+      hostVeth: vethName(id),
+    });
+    const again = await net.createNetns(id, '10.214.0.2'); // idempotent
+    expect(again).toEqual(made);
+    const links = JSON.parse(await run(['ip', '-n', made.netns, '-j', 'addr', 'show'])) as {
+      ifname: string;
+      operstate: string;
+      addr_info: { family: string; local: string }[];
+    }[];
+    expect(links.map((l) => l.ifname).sort()).toEqual(['eth0', 'lo']);
+    const eth0 = links.find((l) => l.ifname === 'eth0');
+    expect(eth0?.addr_info.filter((a) => a.family === 'inet').map((a) => a.local)).toEqual([
+      '10.214.0.2',
+    ]);
+    const routes = await run(['ip', '-n', made.netns, 'route', 'show', 'default']);
+    expect(routes).toContain('default via 10.214.0.1 dev eth0');
+    const master = JSON.parse(await run(['ip', '-j', 'link', 'show', 'dev', made.hostVeth])) as {
+      master?: string;
+    }[];
+    expect(master[0]?.master).toBe(bridge);
+    expect((await inNs(id, 'sysctl', '-n', 'net.ipv4.ip_unprivileged_port_start')).trim()).toBe(
+      '0',
+    );
+    // The gateway answers; nothing beyond the bridge is routed (no forwarding, no NAT).
+    await inNs(id, '/bin/busybox', 'ping', '-c', '1', '-W', '2', '10.214.0.1');
+  });
+
+  it('lets two machines reach each other on the bridge, and moves a machine to a new address', async () => {
+    const [a, b] = ids as [string, string];
+    await net.createNetns(b, '10.214.0.3');
+    await inNs(a, '/bin/busybox', 'ping', '-c', '1', '-W', '2', '10.214.0.3');
+    await net.createNetns(b, '10.214.0.9');
+    const addrs = await run(['ip', '-n', `pier-${b}`, '-4', '-o', 'addr', 'show', 'dev', 'eth0']);
+    expect(addrs).toContain('10.214.0.9/16');
+    expect(addrs).not.toContain('10.214.0.3');
+  });
+
+  it('refuses addresses outside the network or reserved in it', async () => {
+    await expect(net.createNetns('nope', '10.214.0.1')).rejects.toThrow(/not a machine address/);
+    await expect(net.createNetns('nope', '10.99.0.2')).rejects.toThrow(/not a machine address/);
+  });
+
+  it('removes namespace and veth, idempotently', async () => {
+    const [id] = ids as [string];
+    await net.removeNetns(id);
+    await net.removeNetns(id);
+    expect(await netnsExists(`pier-${id}`)).toBe(false);
+    expect(await linkExists(vethName(id))).toBe(false);
+    // A half-made machine (namespace without veth) is completed by creating again.
+    execFileSync('ip', ['netns', 'add', `pier-${id}`]);
+    await net.createNetns(id, '10.214.0.2');
+    expect(await linkExists(vethName(id))).toBe(true);
+  });
+});

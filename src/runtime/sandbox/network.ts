@@ -1,0 +1,177 @@
+/**
+ * The platform network: one Linux bridge with a private IPv4 network, the host holding
+ * its first address (the gateway, where the platform's proxy reaches machines), and one
+ * network namespace per machine joined to the bridge by a veth pair.
+ *
+ * Machines reach the host and each other on the bridge and nothing else: there is no
+ * NAT, and forwarding is switched off for packets arriving on the bridge
+ * (`net.ipv4.conf.<bridge>.forwarding=0`), so even on a host with `ip_forward=1` a
+ * machine's packet for any other address dies at the gateway. IPv6 is disabled on the
+ * bridge for the same reason. Every step checks what exists first, so each call is
+ * idempotent and a half-made namespace is finished by calling again.
+ */
+import { access, writeFile } from 'node:fs/promises';
+import { gatewayOf, isMachineIp, parseCidr } from './cidr.js';
+import { CommandError, run } from './exec.js';
+import { netnsName, vethName } from './names.js';
+
+export { allocateIp } from './cidr.js';
+
+/** The bridge a Network manages. */
+export interface NetworkOptions {
+  /** Bridge interface name (≤ 15 characters), e.g. `pier0`. */
+  bridge: string;
+  /** The bridge's IPv4 network, e.g. `10.213.0.0/16`; the gateway is its first address. */
+  cidr: string;
+}
+
+/** A machine's place on the network, as `createNetns` made it. */
+export interface MachineNet {
+  /** Network namespace name, for `SandboxSpec.netns`. */
+  netns: string;
+  ip: string;
+  prefix: number;
+  gateway: string;
+  /** Host end of the veth pair (on the bridge); the machine's end is `eth0`. */
+  hostVeth: string;
+}
+
+const IFNAME = /^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,14}$/;
+
+const exists = (file: string) =>
+  access(file).then(
+    () => true,
+    () => false,
+  );
+
+/** Whether network interface `name` exists in the host's namespace. */
+export const linkExists = (name: string) => exists(`/sys/class/net/${name}`);
+
+/** Whether the named network namespace exists. */
+export const netnsExists = (name: string) => exists(`/run/netns/${name}`);
+
+/** Runs `argv`, treating a failure as success when `done()` now holds (a racing caller). */
+async function runUnless(argv: string[], done: () => Promise<boolean>): Promise<void> {
+  try {
+    await run(argv);
+  } catch (err) {
+    if (!(err instanceof CommandError) || !(await done())) throw err;
+  }
+}
+
+/** The platform bridge and the machines' network namespaces on it. */
+export class Network {
+  readonly bridge: string;
+  readonly cidr: string;
+  readonly gateway: string;
+  readonly prefix: number;
+
+  constructor(opts: NetworkOptions) {
+    if (!IFNAME.test(opts.bridge)) throw new Error(`invalid bridge name: ${opts.bridge}`);
+    this.bridge = opts.bridge;
+    this.cidr = opts.cidr;
+    this.prefix = parseCidr(opts.cidr).prefix;
+    this.gateway = gatewayOf(opts.cidr);
+  }
+
+  /**
+   * Makes the bridge (idempotent): created if missing, the gateway address on it, up,
+   * forwarding off and IPv6 off. Throws when an interface of that name is not a bridge.
+   */
+  async ensureBridge(): Promise<void> {
+    const name = this.bridge;
+    if (!(await linkExists(name))) {
+      await runUnless(['ip', 'link', 'add', 'name', name, 'type', 'bridge'], () =>
+        linkExists(name),
+      );
+    }
+    if (!(await exists(`/sys/class/net/${name}/bridge`))) {
+      throw new Error(`interface ${name} exists and is not a bridge`);
+    }
+    // Before the address goes up, so no packet is ever forwarded from the bridge.
+    await writeFile(`/proc/sys/net/ipv4/conf/${name}/forwarding`, '0');
+    const ipv6 = `/proc/sys/net/ipv6/conf/${name}/disable_ipv6`;
+    if (await exists(ipv6)) await writeFile(ipv6, '1');
+    await run(['ip', 'addr', 'replace', `${this.gateway}/${this.prefix}`, 'dev', name]);
+    await run(['ip', 'link', 'set', 'dev', name, 'up']);
+  }
+
+  /** Deletes the bridge (idempotent). Machines' veths on it are detached, not deleted. */
+  async removeBridge(): Promise<void> {
+    const name = this.bridge;
+    if (await linkExists(name)) {
+      await runUnless(['ip', 'link', 'del', 'dev', name], async () => !(await linkExists(name)));
+    }
+  }
+
+  /**
+   * Gives machine `machineId` its network namespace `pier-<id>` (idempotent): `lo` up,
+   * `eth0` (a veth whose host end is on the bridge) with `ip`, a default route via the
+   * gateway, and unprivileged ports and ping allowed (its processes hold no capability
+   * over a namespace the host's user namespace owns, so a web server on port 80 needs the
+   * first). Calling again with another `ip` moves the machine to it.
+   */
+  async createNetns(machineId: string, ip: string): Promise<MachineNet> {
+    if (!isMachineIp(this.cidr, ip))
+      throw new Error(`${ip} is not a machine address in ${this.cidr}`);
+    const ns = netnsName(machineId);
+    const veth = vethName(machineId);
+    if (!(await netnsExists(ns))) {
+      await runUnless(['ip', 'netns', 'add', ns], () => netnsExists(ns));
+    }
+    if (!(await linkExists(veth))) {
+      const add = ['ip', 'link', 'add', veth, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', ns];
+      await runUnless(add, () => linkExists(veth));
+    }
+    await run(['ip', 'link', 'set', 'dev', veth, 'master', this.bridge, 'up']);
+    const inNs = (...args: string[]) => run(['ip', '-n', ns, ...args]);
+    await inNs('link', 'set', 'dev', 'lo', 'up');
+    const want = `${ip}/${this.prefix}`;
+    const have = await this.addresses(ns);
+    if (have.length !== 1 || have[0] !== want) {
+      await inNs('addr', 'flush', 'dev', 'eth0');
+      await inNs('addr', 'add', want, 'dev', 'eth0');
+    }
+    await inNs('link', 'set', 'dev', 'eth0', 'up');
+    await inNs('route', 'replace', 'default', 'via', this.gateway, 'dev', 'eth0');
+    await run([
+      'nsenter',
+      `--net=/run/netns/${ns}`,
+      '--',
+      'sysctl',
+      '-q',
+      '-w',
+      'net.ipv4.ip_unprivileged_port_start=0',
+      'net.ipv4.ping_group_range=0 2147483647',
+    ]);
+    return { netns: ns, ip, prefix: this.prefix, gateway: this.gateway, hostVeth: veth };
+  }
+
+  /** The IPv4 addresses (`a.b.c.d/p`) on the namespace's eth0. */
+  private async addresses(ns: string): Promise<string[]> {
+    const out = await run(['ip', '-n', ns, '-j', 'addr', 'show', 'dev', 'eth0']);
+    const links = JSON.parse(out || '[]') as {
+      addr_info?: { family: string; local: string; prefixlen: number }[];
+    }[];
+    return links
+      .flatMap((l) => l.addr_info ?? [])
+      .filter((a) => a.family === 'inet')
+      .map((a) => `${a.local}/${a.prefixlen}`);
+  }
+
+  /**
+   * Removes the machine's veth pair and namespace (idempotent). Processes still inside
+   * keep the namespace alive without its name until they exit; with the veth gone they
+   * have no network.
+   */
+  async removeNetns(machineId: string): Promise<void> {
+    const ns = netnsName(machineId);
+    const veth = vethName(machineId);
+    if (await linkExists(veth)) {
+      await runUnless(['ip', 'link', 'del', 'dev', veth], async () => !(await linkExists(veth)));
+    }
+    if (await netnsExists(ns)) {
+      await runUnless(['ip', 'netns', 'del', ns], async () => !(await netnsExists(ns)));
+    }
+  }
+}

@@ -1,0 +1,255 @@
+/**
+ * Machines' processes, isolated: start one in a sandbox (namespaces, overlay root,
+ * cgroup, console log), find it again after pier restarts, signal it, stop it, learn how
+ * it ended. The pieces: spec.ts builds the bwrap command line, launch.ts walks a keeper
+ * (keeper.ts) through the start, and the keeper leaves a record of the sandbox's
+ * processes under `runDir` and its exit status in the state directory, which is all
+ * that any pier, this one or a later one, needs.
+ */
+import type { ChildProcess } from 'node:child_process';
+import { lstat, mkdir, readFile, rm, stat } from 'node:fs/promises';
+import path from 'node:path';
+import type { CgroupSet } from '../../engines/sleep/cgroup.js';
+import { handshake, spawnKeeper } from './launch.js';
+import { readLogs, type LogPage, type ReadLogsOptions } from './logs.js';
+import { assertSandboxId } from './names.js';
+import { isRunning, kill, sleep } from './proc.js';
+import { STATE_FILES, type ExitStatus, type SandboxRecord, type StartMessage } from './protocol.js';
+import { resolveInRoot } from './rootfs.js';
+import {
+  bwrapOptions,
+  checkSpec,
+  commandLine,
+  PROC_MASKED,
+  PROC_READ_ONLY,
+  type ResolvedTargets,
+  type SandboxSpec,
+} from './spec.js';
+
+/** Which of the /proc entries to cover this kernel has (the sandbox's /proc shows the same). */
+async function procEntries(): Promise<Pick<ResolvedTargets, 'procReadOnly' | 'procMasked'>> {
+  const kind = (name: string) =>
+    lstat(`/proc/${name}`).then(
+      (st) => (st.isDirectory() ? 'dir' : 'file'),
+      () => undefined,
+    );
+  const readOnly = await Promise.all(PROC_READ_ONLY.map(async (n) => ((await kind(n)) ? n : '')));
+  const masked = await Promise.all(PROC_MASKED.map(async (n) => [n, await kind(n)] as const));
+  return {
+    procReadOnly: readOnly.filter(Boolean),
+    procMasked: {
+      files: masked.filter(([, k]) => k === 'file').map(([n]) => n),
+      dirs: masked.filter(([, k]) => k === 'dir').map(([n]) => n),
+    },
+  };
+}
+
+/** What Sandboxes works with. */
+export interface SandboxesOptions {
+  /** Pier's cgroups; each sandbox's `cgroup` must exist in it before `run`. */
+  cgroups: CgroupSet;
+  /** Where each sandbox's record (`<id>.json`) lives, by which `find` works after a restart. */
+  runDir: string;
+  /** The bwrap binary (default: `bwrap` on the PATH). */
+  bwrap?: string;
+  /** How long `run` waits for the process to be running (default 10 s). */
+  startTimeoutMs?: number;
+}
+
+/** Options of `stop`. */
+export interface StopOptions {
+  /** The signal asking the process to end (default SIGTERM). */
+  signal?: NodeJS.Signals;
+  /** How long to wait for it before SIGKILL for the whole cgroup (default 10 s). */
+  timeoutMs?: number;
+}
+
+/** The sandboxes of one host. */
+export class Sandboxes {
+  /** Keepers this instance started: their exit wakes `waitExit` at once. */
+  private readonly keepers = new Map<string, ChildProcess>();
+
+  constructor(private readonly opts: SandboxesOptions) {}
+
+  /**
+   * Starts `spec`'s process in a sandbox and resolves with its host pid once it runs
+   * (bwrap set everything up and forked it). It keeps running when pier exits. A process
+   * that ends at once still counts as started; `waitExit` tells how it ended. Throws,
+   * with the sandbox's last stderr lines, when the sandbox cannot be set up; nothing is
+   * left running then.
+   */
+  async run(spec: SandboxSpec): Promise<{ pid: number }> {
+    checkSpec(spec);
+    if ((await this.find(spec.id)) !== undefined) {
+      throw new Error(`sandbox ${spec.id} is already running`);
+    }
+    await this.waitKeeperGone(spec.id);
+    await mkdir(this.opts.runDir, { recursive: true, mode: 0o700 });
+    await mkdir(spec.stateDir, { recursive: true, mode: 0o700 });
+    const recordFile = this.recordFile(spec.id);
+    await rm(recordFile, { force: true });
+    await rm(path.join(spec.stateDir, STATE_FILES.exit), { force: true });
+    if (!(await stat(spec.rootfs)).isDirectory())
+      throw new Error(`${spec.rootfs} is not a directory`);
+    for (const m of spec.mounts) await stat(m.source); // a clear ENOENT rather than bwrap's
+    const inRoot = (p: string) => resolveInRoot(spec.rootfs, p);
+    const emptyDir = path.join(this.opts.runDir, 'empty');
+    await mkdir(emptyDir, { recursive: true, mode: 0o555 });
+    const targets = {
+      proc: await inRoot('/proc'),
+      dev: await inRoot('/dev'),
+      tmp: await inRoot('/tmp'),
+      mounts: await Promise.all(spec.mounts.map((m) => inRoot(m.target))),
+      ...(await procEntries()),
+      emptyDir,
+    };
+    const start: StartMessage = {
+      type: 'start',
+      id: spec.id,
+      command: commandLine(spec, this.opts.bwrap),
+      bwrapArgs: bwrapOptions(spec, targets),
+      stateDir: spec.stateDir,
+      recordFile,
+      cgroup: spec.cgroup,
+      logMaxBytes: spec.logMaxBytes,
+    };
+    const keeper = spawnKeeper(spec.stateDir);
+    const pid = await handshake(
+      keeper,
+      start,
+      this.opts.cgroups,
+      this.opts.startTimeoutMs ?? 10_000,
+    );
+    keeper.unref();
+    this.keepers.set(spec.id, keeper);
+    keeper.once('exit', () => {
+      if (this.keepers.get(spec.id) === keeper) this.keepers.delete(spec.id);
+    });
+    return { pid };
+  }
+
+  /** The host pid of the sandbox's process while it runs; undefined otherwise. */
+  async find(id: string): Promise<number | undefined> {
+    const record = await this.record(id);
+    return record?.main && (await isRunning(record.main)) ? record.main.pid : undefined;
+  }
+
+  /** What the sandbox's keeper recorded of its processes, or undefined. */
+  async record(id: string): Promise<SandboxRecord | undefined> {
+    const text = await readFile(this.recordFile(id), 'utf8').catch(() => undefined);
+    return text === undefined ? undefined : (JSON.parse(text) as SandboxRecord);
+  }
+
+  /** Sends `signal` to the sandbox's process; false when it is not running. */
+  async signal(id: string, signal: NodeJS.Signals): Promise<boolean> {
+    const pid = await this.find(id);
+    return pid !== undefined && kill(pid, signal);
+  }
+
+  /** How the sandbox's last run ended, once its keeper recorded it. */
+  async exitStatus(id: string): Promise<ExitStatus | undefined> {
+    const record = await this.record(id);
+    if (!record) return undefined;
+    const text = await readFile(path.join(record.stateDir, STATE_FILES.exit), 'utf8').catch(
+      () => undefined,
+    );
+    return text === undefined ? undefined : (JSON.parse(text) as ExitStatus);
+  }
+
+  /**
+   * Resolves with how the sandbox ended: its recorded status, or, when its keeper is gone
+   * without one (killed), `{code: null, signal: null}` once its processes are gone too.
+   * Throws for an unknown id, or after `timeoutMs`.
+   */
+  async waitExit(id: string, timeoutMs = Infinity): Promise<ExitStatus> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const status = await this.exitStatus(id);
+      if (status) return status;
+      const record = await this.record(id);
+      if (!record) throw new Error(`no sandbox ${id}`);
+      if (!(await isRunning(record.keeper))) {
+        const late = await this.exitStatus(id);
+        if (late) return late;
+        if (!(await isRunning(record.main)) && !(await isRunning(record.init))) {
+          return { code: null, signal: null, at: new Date().toISOString() };
+        }
+      }
+      if (Date.now() >= deadline) throw new Error(`sandbox ${id} still running`);
+      await this.pause(id, Math.min(25, Math.max(0, deadline - Date.now())));
+    }
+  }
+
+  /**
+   * Stops the sandbox: `signal` to its process (a frozen cgroup is thawed first so it can
+   * act on it), then, if it has not ended within `timeoutMs`, SIGKILL for its pid 1 and
+   * every process in its cgroup. Resolves with how it ended; undefined for an unknown id.
+   */
+  async stop(id: string, opts: StopOptions = {}): Promise<ExitStatus | undefined> {
+    const record = await this.record(id);
+    if (!record) return undefined;
+    const cgroups = this.opts.cgroups;
+    if (await cgroups.isFrozen(record.cgroup)) await cgroups.thaw(record.cgroup);
+    if (record.main && (await isRunning(record.main)))
+      kill(record.main.pid, opts.signal ?? 'SIGTERM');
+    const ended = await this.waitExit(id, opts.timeoutMs ?? 10_000).catch(() => undefined);
+    if (ended) return ended;
+    if (await isRunning(record.init)) kill(record.init.pid, 'SIGKILL');
+    await this.killCgroup(record.cgroup);
+    return this.waitExit(id, 10_000);
+  }
+
+  /** The sandbox's console log (see logs.ts); from its state directory. */
+  async logs(id: string, opts: ReadLogsOptions = {}): Promise<LogPage> {
+    const record = await this.record(id);
+    if (!record) throw new Error(`no sandbox ${id}`);
+    return readLogs(record.stateDir, opts);
+  }
+
+  /** Forgets an ended sandbox (removes its record); its state directory is the caller's. */
+  async forget(id: string): Promise<void> {
+    if ((await this.find(id)) !== undefined) throw new Error(`sandbox ${id} is running`);
+    await rm(this.recordFile(id), { force: true });
+  }
+
+  /** SIGKILL for every process in the group until it is empty (they may fork meanwhile). */
+  private async killCgroup(name: string): Promise<void> {
+    const deadline = Date.now() + 5_000;
+    for (;;) {
+      const pids = await this.opts.cgroups.pids(name);
+      if (pids.length === 0 || Date.now() > deadline) return;
+      for (const pid of pids) kill(pid, 'SIGKILL');
+      await sleep(10);
+    }
+  }
+
+  /** A previous run's keeper may still be draining the log; the next one must not race it. */
+  private async waitKeeperGone(id: string): Promise<void> {
+    const record = await this.record(id);
+    const deadline = Date.now() + 10_000;
+    while (record && (await isRunning(record.keeper))) {
+      if (Date.now() > deadline)
+        throw new Error(`sandbox ${id}: the previous keeper is still running`);
+      await sleep(20);
+    }
+  }
+
+  /** Waits `ms`, or less when this instance's keeper for `id` exits. */
+  private pause(id: string, ms: number): Promise<void> {
+    const keeper = this.keepers.get(id);
+    return new Promise<void>((resolve) => {
+      const timer = setTimeout(done, ms);
+      function done() {
+        clearTimeout(timer);
+        keeper?.off('exit', done);
+        resolve();
+      }
+      keeper?.once('exit', done);
+    });
+  }
+
+  private recordFile(id: string): string {
+    assertSandboxId(id);
+    return path.join(this.opts.runDir, `${id}.json`);
+  }
+}
