@@ -18,6 +18,7 @@ import { Authenticator } from './services/authenticator.js';
 import { bucketJobs } from './services/buckets/jobs.js';
 import { DatabaseHost } from './engines/host/database-host.js';
 import { databaseJobs } from './services/databases/jobs.js';
+import { volumeJobs } from './services/volumes/jobs.js';
 import { scheduleDatabaseUpkeep, takeBackDatabases } from './services/databases/upkeep.js';
 import { blobStoreFromConfig } from './objects/blobs/config.js';
 import type { Clock, ServiceContext } from './services/context.js';
@@ -115,6 +116,7 @@ export async function startPlatform(config: Config, opts: PlatformOptions = {}):
       ...housekeepingJobs(store.db),
       ...bucketJobs(blobs),
       ...databaseJobs(() => late.ctx!),
+      ...volumeJobs(() => late.ctx!),
       ...(opts.jobs ?? []),
     ]);
     const dbHost = new DatabaseHost({
@@ -142,6 +144,7 @@ export async function startPlatform(config: Config, opts: PlatformOptions = {}):
       auth: authenticator,
       blobs,
       dbHost,
+      pool,
     };
     late.ctx = ctx;
     const app = await buildApp({

@@ -5,6 +5,7 @@ import type { SecretBox } from '../crypto/secret-box.js';
 import type { JobCatalogue } from '../jobs/catalogue.js';
 import type { BlobStore } from '../objects/blobs/blob-store.js';
 import type { DatabaseHost } from '../engines/host/database-host.js';
+import type { PoolHandle } from '../storage/pool-handle.js';
 import type { Db } from '../store/db.js';
 import type { AuthEvents } from './authenticator.js';
 
@@ -23,4 +24,6 @@ export interface ServiceContext {
   blobs: BlobStore;
   /** The host's managed database servers: engines, fronts, sleep and failover. */
   dbHost: DatabaseHost;
+  /** The host's storage pool (volumes, databases), opened on first use. */
+  pool: PoolHandle;
 }

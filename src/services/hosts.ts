@@ -18,6 +18,10 @@ export async function listHosts(ctx: ServiceContext, pool: PoolHandle) {
     .select((eb) => eb.fn.countAll<number>().as('n'))
     .where('host', '=', ctx.dbHost.id)
     .executeTakeFirstOrThrow();
+  const volumes = await ctx.db
+    .selectFrom('volumes')
+    .select((eb) => eb.fn.countAll<number>().as('n'))
+    .executeTakeFirstOrThrow();
   return [
     {
       id: 'local',
@@ -29,7 +33,7 @@ export async function listHosts(ctx: ServiceContext, pool: PoolHandle) {
       running: {
         databases: Number(databases.n),
         machines: 0,
-        volumes: (await p.list()).length,
+        volumes: Number(volumes.n),
         buckets: Number(buckets.n),
       },
     },

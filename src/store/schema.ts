@@ -304,7 +304,27 @@ export interface DatabaseAttachmentsTable {
   created_at: CreatedAt;
 }
 
+export interface VolumesTable {
+  id: string;
+  org_id: string;
+  name: string;
+  size_gb: number;
+  mount_path: string;
+  class: 'standard' | 'durable';
+  flush_interval_s: number;
+  pool_volume: string;
+  app_id: string | null;
+  machine_id: string | null;
+  lease_host: string | null;
+  lease_gen: Generated<number>;
+  durable_gen: Generated<number>;
+  durable_at: NullableTimestamp;
+  wal_durable_at: NullableTimestamp;
+  created_at: CreatedAt;
+}
+
 export interface Database {
+  volumes: VolumesTable;
   databases: DatabasesTable;
   database_instances: DatabaseInstancesTable;
   database_archives: DatabaseArchivesTable;

@@ -13,6 +13,7 @@ import { billingRoutes } from './billing/credits.js';
 import { consoleRoutes } from './console/sign-in.js';
 import { databaseRoutes } from './databases/databases.js';
 import { caRoutes } from './admin/ca.js';
+import { volumeRoutes } from './volumes/volumes.js';
 import { deviceRoutes } from './device/device.js';
 import { secretRoutes } from './secrets/secrets.js';
 import { sshRoutes } from './ssh/ssh.js';
@@ -38,6 +39,7 @@ export async function registerRoutes(app: FastifyInstance, deps: AppDeps): Promi
     billingRoutes,
     databaseRoutes,
     caRoutes,
+    volumeRoutes,
   ]) {
     family(app, deps);
   }

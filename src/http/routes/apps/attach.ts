@@ -1,8 +1,7 @@
-/** Attach and detach (CONTRACT 3): buckets and databases now; volumes with machines. */
+/** Attach and detach (CONTRACT 3): buckets, databases and volumes. */
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { ApiError } from '../../../errors/api-error.js';
 import {
   attachBucket,
   attachPrefixSchema,
@@ -15,6 +14,11 @@ import {
   databaseAttachmentSchema,
   detachDatabase,
 } from '../../../services/databases/attachments.js';
+import {
+  attachVolume,
+  detachVolume,
+  volumeAttachmentSchema,
+} from '../../../services/volumes/attachments.js';
 import type { AppDeps } from '../../app.js';
 import { principalOf } from '../../plugins/auth.js';
 import { appFromParams, auth } from '../../route-auth.js';
@@ -26,13 +30,6 @@ const target = z.union([
   z.strictObject({ volume: z.string().min(1).max(63) }),
 ]);
 
-function volumesNotYet(): never {
-  throw new ApiError(
-    'not-implemented',
-    'Attaching a volume is not available on this installation yet: volumes come with machines.',
-  );
-}
-
 export function attachRoutes(root: FastifyInstance, { ctx }: AppDeps): void {
   const app = root.withTypeProvider<ZodTypeProvider>();
 
@@ -43,7 +40,9 @@ export function attachRoutes(root: FastifyInstance, { ctx }: AppDeps): void {
       summary: 'Attach a bucket (with `as`), a database or a volume',
       params: nameParams,
       body: target,
-      response: { 200: z.union([attachmentSchema, databaseAttachmentSchema]) },
+      response: {
+        200: z.union([attachmentSchema, databaseAttachmentSchema, volumeAttachmentSchema]),
+      },
     },
     handler: async (req) => {
       const orgId = principalOf(req).orgId;
@@ -51,7 +50,7 @@ export function attachRoutes(root: FastifyInstance, { ctx }: AppDeps): void {
         return attachBucket(ctx, orgId, req.params.name, req.body.bucket, req.body.as);
       if ('database' in req.body)
         return attachDatabase(ctx, orgId, req.params.name, req.body.database);
-      return volumesNotYet();
+      return attachVolume(ctx, orgId, req.params.name, req.body.volume);
     },
   });
 
@@ -66,14 +65,16 @@ export function attachRoutes(root: FastifyInstance, { ctx }: AppDeps): void {
         z.strictObject({ database: z.string().min(1).max(63) }),
         z.strictObject({ volume: z.string().min(1).max(63) }),
       ]),
-      response: { 200: z.union([attachmentSchema, databaseAttachmentSchema]) },
+      response: {
+        200: z.union([attachmentSchema, databaseAttachmentSchema, volumeAttachmentSchema]),
+      },
     },
     handler: async (req) => {
       const orgId = principalOf(req).orgId;
       if ('bucket' in req.body) return detachBucket(ctx, orgId, req.params.name, req.body.bucket);
       if ('database' in req.body)
         return detachDatabase(ctx, orgId, req.params.name, req.body.database);
-      return volumesNotYet();
+      return detachVolume(ctx, orgId, { name: req.body.volume }, req.params.name);
     },
   });
 

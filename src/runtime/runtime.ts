@@ -1,0 +1,106 @@
+/**
+ * The contract between the machines service (rows, states, jobs, the API) and a runtime
+ * that runs machines on a host: `MachineRuntime`. The local runtime (runtime/local) runs
+ * them on this host from OCI images with bubblewrap, network namespaces, an overlay root
+ * on a pool volume and cgroups; a fleet of host agents or Kubernetes would be other
+ * implementations. The runtime knows nothing of organizations, apps or the job table.
+ *
+ * Every method is idempotent: a job that dies halfway runs the same call again.
+ */
+
+/** What a machine is made from, resolved by the service from its config (spec 2.12). */
+export interface MachineSpec {
+  /** `mch-…`; names its volume, cgroup, netns and state. */
+  id: string;
+  /** OCI reference. */
+  image: string;
+  vcpus: number;
+  memoryMb: number;
+  /** Size of the writable layer (a pool volume of this size). */
+  diskMb: number;
+  /** Environment: the app's secrets (plain), then `env`, laid over the image's Env. */
+  env: Record<string, string>;
+  /** `start`: run as `/bin/sh -c start`, replacing the image's Entrypoint and Cmd. */
+  start?: string;
+  /** `command`: the argv of a one-off machine, replacing Cmd (Entrypoint kept). */
+  command?: string[];
+  internalPort: number;
+  /** `port`: running once internalPort accepts a TCP connection (or the health check passes); `boot`: once started. */
+  readiness: 'port' | 'boot';
+  healthCheck?: {
+    path?: string;
+    timeoutMs: number;
+    intervalMs: number;
+    healthyThreshold: number;
+    maxWaitMs: number;
+  };
+  /** Signal of stop; default the image's STOPSIGNAL, else SIGTERM. */
+  killSignal?: string;
+  /** Seconds from the signal to SIGKILL. */
+  killTimeoutS: number;
+  /** Volumes of the pool bound into the machine. */
+  volumes: { volume: string; mountPath: string }[];
+  hostname: string;
+}
+
+/** A machine as the host sees it now. */
+export interface MachineStatus {
+  state: 'running' | 'suspended' | 'stopped' | 'missing';
+  privateIp?: string;
+  /** Set once the process has ended: its exit code (128+n for signal n). */
+  exit?: { code: number | null; signal: string | null; at: string };
+}
+
+/** One console line of a machine. */
+export interface LogEntry {
+  at: string;
+  stream: 'stdout' | 'stderr';
+  text: string;
+}
+
+/**
+ * Why a start failed, as spec 7.3 names it: the image (create-failed), the process
+ * ending during start (guest-exited), its port never answering (port-timeout), no room
+ * (no-capacity). `bootLog` is the console output of the failed start.
+ */
+export class MachineStartError extends Error {
+  constructor(
+    readonly code: 'create-failed' | 'guest-exited' | 'port-timeout' | 'no-capacity',
+    message: string,
+    readonly bootLog = '',
+  ) {
+    super(message);
+    this.name = 'MachineStartError';
+  }
+}
+
+export interface MachineRuntime {
+  /**
+   * Makes the machine (image pulled and unpacked, writable layer, network, cgroup) and
+   * starts it; resolves when it is ready by its readiness rule, with how long the boot took.
+   */
+  create(
+    spec: MachineSpec,
+    opts?: { signal?: AbortSignal },
+  ): Promise<{ bootMs: number; privateIp: string }>;
+  /** Starts a stopped machine (its writable layer kept); resolves when ready. */
+  start(spec: MachineSpec): Promise<{ bootMs: number }>;
+  /** killSignal, then SIGKILL after killTimeoutS; the writable layer stays. */
+  stop(spec: MachineSpec): Promise<void>;
+  /** Freezes the machine's cgroup (memory kept). */
+  suspend(id: string): Promise<void>;
+  /** Thaws it; resolves when its processes run again. */
+  resume(id: string): Promise<void>;
+  /** Stops it if running and removes everything it had on the host. */
+  destroy(id: string): Promise<void>;
+  status(id: string): Promise<MachineStatus>;
+  /** Console output after `cursor` (absent: the last `limit` lines). */
+  logs(
+    id: string,
+    opts: { after?: number; limit: number },
+  ): Promise<{ entries: LogEntry[]; cursor: number; truncated: boolean }>;
+  /** Takes back machines that outlived a restart of pier; returns the ids it found running. */
+  recover(): Promise<string[]>;
+  /** Host address and port to reach the machine's `port` (for the proxy). */
+  address(id: string, port: number): Promise<{ host: string; port: number } | undefined>;
+}
