@@ -50,6 +50,18 @@ export const configSchema = z.object({
     .string()
     .regex(/^\d{1,5}-\d{1,5}$/, 'must be FROM-TO')
     .default('20000-29999'),
+  /** The machines' private network: a bridge of this name with this IPv4 network. */
+  machinesBridge: z
+    .string()
+    .regex(
+      /^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,14}$/,
+      'must be an interface name of at most 15 characters',
+    )
+    .default('pier0'),
+  machinesCidr: z
+    .string()
+    .regex(/^\d{1,3}(\.\d{1,3}){3}\/\d{1,2}$/, 'must be an IPv4 network such as 10.213.0.0/16')
+    .default('10.213.0.0/16'),
   /** Largest JSON body accepted by ordinary routes. */
   bodyLimitBytes: z
     .number()
@@ -114,6 +126,8 @@ export function configFromEnv(env: NodeJS.ProcessEnv): ConfigInput {
     storagePool: pick('PIER_STORAGE_POOL') as ConfigInput['storagePool'],
     storagePoolGb: num('PIER_STORAGE_POOL_GB'),
     databasePorts: pick('PIER_DATABASE_PORTS'),
+    machinesBridge: pick('PIER_MACHINES_BRIDGE'),
+    machinesCidr: pick('PIER_MACHINES_CIDR'),
     objectStoreAccessKeyId: pick('PIER_OBJECT_STORE_ACCESS_KEY_ID'),
     objectStoreSecretAccessKey: pick('PIER_OBJECT_STORE_SECRET_ACCESS_KEY'),
   };

@@ -19,6 +19,8 @@ import { bucketJobs } from './services/buckets/jobs.js';
 import { DatabaseHost } from './engines/host/database-host.js';
 import { databaseJobs } from './services/databases/jobs.js';
 import { volumeJobs } from './services/volumes/jobs.js';
+import { machineJobs } from './services/machines/jobs.js';
+import { hostRuntime } from './runtime/host-runtime.js';
 import { scheduleDatabaseUpkeep, takeBackDatabases } from './services/databases/upkeep.js';
 import { blobStoreFromConfig } from './objects/blobs/config.js';
 import type { Clock, ServiceContext } from './services/context.js';
@@ -117,6 +119,7 @@ export async function startPlatform(config: Config, opts: PlatformOptions = {}):
       ...bucketJobs(blobs),
       ...databaseJobs(() => late.ctx!),
       ...volumeJobs(() => late.ctx!),
+      ...machineJobs(() => late.ctx!),
       ...(opts.jobs ?? []),
     ]);
     const dbHost = new DatabaseHost({
@@ -145,6 +148,12 @@ export async function startPlatform(config: Config, opts: PlatformOptions = {}):
       blobs,
       dbHost,
       pool,
+      machines: hostRuntime({
+        dataDir: config.dataDir,
+        pool,
+        log: logger.child({ component: 'machines' }),
+        network: { bridge: config.machinesBridge, cidr: config.machinesCidr },
+      }),
     };
     late.ctx = ctx;
     const app = await buildApp({

@@ -5,6 +5,7 @@ import type { SecretBox } from '../crypto/secret-box.js';
 import type { JobCatalogue } from '../jobs/catalogue.js';
 import type { BlobStore } from '../objects/blobs/blob-store.js';
 import type { DatabaseHost } from '../engines/host/database-host.js';
+import type { MachineRuntime } from '../runtime/runtime.js';
 import type { PoolHandle } from '../storage/pool-handle.js';
 import type { Db } from '../store/db.js';
 import type { AuthEvents } from './authenticator.js';
@@ -26,4 +27,6 @@ export interface ServiceContext {
   dbHost: DatabaseHost;
   /** The host's storage pool (volumes, databases), opened on first use. */
   pool: PoolHandle;
+  /** Runs machines on this host (made on first use). */
+  machines?: MachineRuntime;
 }

@@ -323,7 +323,40 @@ export interface VolumesTable {
   created_at: CreatedAt;
 }
 
+export interface MachinesTable {
+  id: string;
+  org_id: string;
+  app_id: string;
+  host: string;
+  region: string;
+  config: ColumnType<Record<string, unknown>, string, string>;
+  desired_state: string;
+  observed_state: string;
+  private_ip: string | null;
+  boot_ms: number | null;
+  restarts: Generated<number>;
+  volume_id: string | null;
+  create_error: string | null;
+  create_error_code: string | null;
+  create_boot_log: string | null;
+  create_warning: string | null;
+  ready_at: NullableTimestamp;
+  created_at: CreatedAt;
+  updated_at: ColumnType<Date, Date | string | undefined, Date | string>;
+}
+
+export interface UsageEventsTable {
+  id: Generated<string>;
+  org_id: string;
+  kind: string;
+  quantity: Numeric;
+  subject: string | null;
+  at: ColumnType<Date, Date | string | undefined, never>;
+}
+
 export interface Database {
+  machines: MachinesTable;
+  usage_events: UsageEventsTable;
   volumes: VolumesTable;
   databases: DatabasesTable;
   database_instances: DatabaseInstancesTable;

@@ -14,6 +14,7 @@ import { consoleRoutes } from './console/sign-in.js';
 import { databaseRoutes } from './databases/databases.js';
 import { caRoutes } from './admin/ca.js';
 import { volumeRoutes } from './volumes/volumes.js';
+import { machineRoutes } from './machines/machines.js';
 import { deviceRoutes } from './device/device.js';
 import { secretRoutes } from './secrets/secrets.js';
 import { sshRoutes } from './ssh/ssh.js';
@@ -40,6 +41,7 @@ export async function registerRoutes(app: FastifyInstance, deps: AppDeps): Promi
     databaseRoutes,
     caRoutes,
     volumeRoutes,
+    machineRoutes,
   ]) {
     family(app, deps);
   }

@@ -1,0 +1,127 @@
+/**
+ * Machines (spec 4.9): create, list, read, wait, actions, and an app's logs. The routes
+ * validate and call the machines service; `docs/api.md` documents what the spec leaves
+ * open (the wait and logs queries, the actions' answers).
+ */
+import type { FastifyInstance } from 'fastify';
+import type { ZodTypeProvider } from 'fastify-type-provider-zod';
+import { z } from 'zod';
+import { machineConfigSchema } from '../../../services/machines/config-schema.js';
+import { machineAction } from '../../../services/machines/lifecycle.js';
+import { appLogs } from '../../../services/machines/logs.js';
+import {
+  createMachine,
+  getMachine,
+  listMachines,
+  waitForState,
+} from '../../../services/machines/machines.js';
+import { machineSchema, toMachine } from '../../../services/machines/records.js';
+import { MACHINE_STATES } from '../../../services/machines/states.js';
+import type { AppDeps } from '../../app.js';
+import { principalOf } from '../../plugins/auth.js';
+import { appFromParams, auth } from '../../route-auth.js';
+
+const appParams = z.object({ name: z.string().min(1).max(63) });
+const idParams = z.object({ id: z.string().min(1).max(64) });
+const tags = ['machines'];
+
+export function machineRoutes(root: FastifyInstance, { ctx }: AppDeps): void {
+  const app = root.withTypeProvider<ZodTypeProvider>();
+
+  app.post('/v1/apps/:name/machines', {
+    config: { auth: auth.F('AW', appFromParams) },
+    schema: {
+      tags,
+      summary: 'Create a machine; waits for running unless wait=false (then 202)',
+      params: appParams,
+      querystring: z.strictObject({ wait: z.enum(['true', 'false']).optional() }),
+      body: machineConfigSchema,
+      response: { 201: machineSchema, 202: machineSchema },
+    },
+    handler: async (req, reply) => {
+      const { machine, waited } = await createMachine(
+        ctx,
+        principalOf(req).orgId,
+        req.params.name,
+        req.body,
+        req.query.wait !== 'false',
+      );
+      return reply.code(waited ? 201 : 202).send(machine);
+    },
+  });
+
+  app.get('/v1/apps/:name/machines', {
+    config: { auth: auth.DorR('AA', appFromParams) },
+    schema: {
+      tags,
+      summary: "An app's machines",
+      params: appParams,
+      response: { 200: z.array(machineSchema) },
+    },
+    handler: async (req) => listMachines(ctx, principalOf(req).orgId, req.params.name),
+  });
+
+  app.get('/v1/machines/:id', {
+    config: { auth: auth.R('AA') },
+    schema: { tags, summary: 'One machine', params: idParams, response: { 200: machineSchema } },
+    handler: async (req) => getMachine(ctx, principalOf(req).orgId, req.params.id),
+  });
+
+  app.get('/v1/machines/:id/wait', {
+    config: { auth: auth.R('AA') },
+    schema: {
+      tags,
+      summary: 'Hold until the machine is in a state (default running), or 408 wait-timeout',
+      params: idParams,
+      querystring: z.strictObject({
+        state: z.enum(MACHINE_STATES).optional(),
+        timeout: z.coerce.number().int().min(1).max(300).optional(),
+      }),
+      response: { 200: machineSchema },
+    },
+    handler: async (req) => {
+      const p = principalOf(req);
+      const row = await waitForState(
+        ctx,
+        p.orgId,
+        req.params.id,
+        [req.query.state ?? 'running'],
+        (req.query.timeout ?? 60) * 1000,
+        p.signal,
+      );
+      return toMachine(row);
+    },
+  });
+
+  app.post('/v1/machines/:id/:action', {
+    config: { auth: auth.F('AW') },
+    schema: {
+      tags,
+      summary: 'start, stop, suspend or destroy a machine',
+      params: idParams.extend({ action: z.enum(['start', 'stop', 'suspend', 'destroy']) }),
+      response: { 200: machineSchema },
+    },
+    handler: async (req) =>
+      machineAction(ctx, principalOf(req).orgId, req.params.id, req.params.action),
+  });
+
+  app.get('/v1/apps/:name/logs', {
+    config: { auth: auth.R('AD', appFromParams) },
+    schema: {
+      tags,
+      summary: "Console output of the app's machines, with a cursor to follow",
+      params: appParams,
+      querystring: z.strictObject({
+        cursor: z.string().max(8192).optional(),
+        limit: z.coerce.number().int().min(1).max(1000).optional(),
+        machine: z.string().max(64).optional(),
+      }),
+    },
+    handler: async (req) =>
+      appLogs(ctx, principalOf(req).orgId, req.params.name, {
+        cursor: req.query.cursor,
+        limit: req.query.limit ?? 100,
+        machine: req.query.machine,
+      }),
+  });
+}

@@ -1,0 +1,57 @@
+/**
+ * The machine runtime of this host, made on first use: a control plane that never runs a
+ * machine (or a test that does not) pays nothing for it, and a host that cannot run
+ * machines (not root, no cgroup freezer) says why on the first request instead of at
+ * start. The local runtime is the one implementation today.
+ */
+import path from 'node:path';
+import type { Logger } from 'pino';
+import { CgroupSet } from '../engines/sleep/cgroup.js';
+import type { PoolHandle } from '../storage/pool-handle.js';
+import { ImageStore } from './images/index.js';
+import { LocalRuntime } from './local/index.js';
+import type { MachineRuntime } from './runtime.js';
+
+export interface HostRuntimeOptions {
+  dataDir: string;
+  pool: PoolHandle;
+  log: Logger;
+  network: { bridge: string; cidr: string };
+}
+
+/** A `MachineRuntime` whose every call first makes (once) the local runtime. */
+export function hostRuntime(opts: HostRuntimeOptions): MachineRuntime {
+  let made: Promise<LocalRuntime> | undefined;
+  const get = () => {
+    made ??= (async () => {
+      if (process.getuid?.() !== 0) throw new Error('machines need pier to run as root');
+      const cgroups = await CgroupSet.detect();
+      if (!cgroups) throw new Error('machines need a cgroup freezer on this host');
+      const { pool } = await opts.pool.get();
+      return new LocalRuntime({
+        dataDir: opts.dataDir,
+        pool,
+        images: new ImageStore({ dir: path.join(opts.dataDir, 'images'), log: opts.log }),
+        cgroups,
+        network: opts.network,
+        log: opts.log,
+      });
+    })().catch((err: unknown) => {
+      made = undefined;
+      throw err;
+    });
+    return made;
+  };
+  return {
+    create: async (spec, o) => (await get()).create(spec, o),
+    start: async (spec) => (await get()).start(spec),
+    stop: async (spec) => (await get()).stop(spec),
+    suspend: async (id) => (await get()).suspend(id),
+    resume: async (id) => (await get()).resume(id),
+    destroy: async (id) => (await get()).destroy(id),
+    status: async (id) => (await get()).status(id),
+    logs: async (id, o) => (await get()).logs(id, o),
+    recover: async () => (await get()).recover(),
+    address: async (id, port) => (await get()).address(id, port),
+  };
+}

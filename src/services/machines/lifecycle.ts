@@ -1,0 +1,104 @@
+/**
+ * Machine actions (spec 4.9 `POST /v1/machines/:id/:action`): start, stop, suspend,
+ * destroy, judged by `states.ts`. An action claims the machine by moving its observed
+ * state to a transitional one with a conditional update, so a second action at the same
+ * time is 409 `machine-busy`, not a race; then the runtime does the work.
+ */
+import { ApiError } from '../../errors/api-error.js';
+import { MachineStartError } from '../../runtime/runtime.js';
+import type { ServiceContext } from '../context.js';
+import { SUSPEND_MAX_MEMORY_MB } from '../../engines/host/sleep-policy.js';
+import { specOf } from './machines.js';
+import { configOf, findMachine, toMachine, type Machine, type MachineRow } from './records.js';
+import { TARGET, VIA, judge, type MachineAction, type MachineState } from './states.js';
+
+/** The runtime of this host, or a 503 when machines cannot run here. */
+export function runtimeOf(ctx: ServiceContext) {
+  if (!ctx.machines) {
+    throw new ApiError('host-unavailable', 'Machines cannot run on this host (see the log).');
+  }
+  return ctx.machines;
+}
+
+async function setState(
+  ctx: ServiceContext,
+  id: string,
+  observed: MachineState,
+  more: Record<string, unknown> = {},
+): Promise<void> {
+  await ctx.db
+    .updateTable('machines')
+    .set({ observed_state: observed, updated_at: new Date(), ...more })
+    .where('id', '=', id)
+    .execute();
+}
+
+export async function machineAction(
+  ctx: ServiceContext,
+  orgId: string,
+  id: string,
+  action: MachineAction,
+): Promise<Machine> {
+  const row = await findMachine(ctx.db, orgId, id);
+  const verdict = judge(action, row.observed_state as MachineState);
+  if (verdict.kind === 'gone') throw new ApiError('not-found', `Machine '${id}' not found.`);
+  if (verdict.kind === 'busy')
+    throw new ApiError('machine-busy', `Machine ${id}: ${verdict.reason}.`);
+  if (verdict.kind === 'conflict')
+    throw new ApiError('conflict', `Machine ${id}: ${verdict.reason}.`);
+  if (verdict.kind === 'noop') return toMachine(row);
+  // Above 2048 MB a suspend would pin too much memory: the machine stops instead (spec 2.4).
+  const effective: MachineAction =
+    action === 'suspend' && configOf(row).memoryMb > SUSPEND_MAX_MEMORY_MB ? 'stop' : action;
+  const claimed = await ctx.db
+    .updateTable('machines')
+    .set({
+      observed_state: VIA[effective],
+      desired_state: TARGET[effective],
+      updated_at: new Date(),
+    })
+    .where('id', '=', id)
+    .where('observed_state', '=', row.observed_state)
+    .executeTakeFirst();
+  if (claimed.numUpdatedRows === 0n) {
+    throw new ApiError('machine-busy', `Machine ${id}: another operation just began.`);
+  }
+  await perform(ctx, row, effective);
+  return toMachine(await findMachine(ctx.db, orgId, id));
+}
+
+async function perform(ctx: ServiceContext, row: MachineRow, action: MachineAction) {
+  const runtime = runtimeOf(ctx);
+  try {
+    if (action === 'destroy') {
+      await runtime.destroy(row.id);
+      await setState(ctx, row.id, 'deleted', { private_ip: null });
+      return;
+    }
+    if (action === 'stop') {
+      await runtime.stop(await specOf(ctx, row));
+      await setState(ctx, row.id, 'stopped');
+      return;
+    }
+    if (action === 'suspend') {
+      await runtime.suspend(row.id);
+      await setState(ctx, row.id, 'suspended');
+      return;
+    }
+    if (row.observed_state === 'suspended') {
+      await runtime.resume(row.id);
+      await setState(ctx, row.id, 'running');
+      return;
+    }
+    const { bootMs } = await runtime.start(await specOf(ctx, row));
+    await setState(ctx, row.id, 'running', { boot_ms: bootMs, ready_at: new Date() });
+  } catch (err) {
+    const code = err instanceof MachineStartError ? err.code : 'host-refused';
+    await setState(ctx, row.id, 'failed', {
+      create_error: (err as Error).message,
+      create_error_code: code,
+      ...(err instanceof MachineStartError && err.bootLog ? { create_boot_log: err.bootLog } : {}),
+    });
+    throw new ApiError(code, (err as Error).message);
+  }
+}

@@ -1,0 +1,187 @@
+/**
+ * Machines of an app (spec 4.9): create (waiting for `running` unless `wait=false`), list,
+ * read and wait. The row and its create job commit together; the job makes the machine
+ * on the host through the `MachineRuntime`, so a restart in the middle resumes the work.
+ */
+import { newId } from '../../crypto/tokens.js';
+import { ApiError } from '../../errors/api-error.js';
+import { enqueue } from '../../jobs/queue.js';
+import type { MachineSpec } from '../../runtime/runtime.js';
+import { findApp } from '../apps.js';
+import type { ServiceContext } from '../context.js';
+import { revealSecrets } from '../secrets.js';
+import { withDefaults, type MachineConfig, type MachineConfigInput } from './config-schema.js';
+import {
+  configOf,
+  findMachine,
+  machinesQuery,
+  toMachine,
+  type Machine,
+  type MachineRow,
+} from './records.js';
+import { TRANSITIONAL, type MachineState } from './states.js';
+
+/** How long a create that waits may take beyond the machine's own readiness bound. */
+const WAIT_SLACK_MS = 30_000;
+
+export async function createMachine(
+  ctx: ServiceContext,
+  orgId: string,
+  appName: string,
+  body: MachineConfigInput,
+  wait: boolean,
+): Promise<{ machine: Machine; waited: boolean }> {
+  if (body.image.startsWith('build:')) {
+    throw new ApiError('build-not-found', `No build '${body.image.slice(6)}' in the organization.`);
+  }
+  const config = withDefaults(body);
+  const id = newId('mch');
+  const row = await ctx.db.transaction().execute(async (tx) => {
+    const app = await findApp(tx, orgId, appName, { lock: true });
+    const volumes = await tx
+      .selectFrom('volumes')
+      .select('id')
+      .where('app_id', '=', app.id)
+      .execute();
+    if (volumes.length > 0 || body.volumeGb !== undefined) {
+      const live = await tx
+        .selectFrom('machines')
+        .select('id')
+        .where('app_id', '=', app.id)
+        .where('observed_state', '<>', 'deleted')
+        .execute();
+      if (live.length > 0) {
+        throw new ApiError(
+          'volume-needs-single-machine',
+          `The app '${appName}' has a volume, so it runs exactly one machine (${live[0]!.id}).`,
+        );
+      }
+    }
+    const org = await tx
+      .selectFrom('orgs')
+      .select('region')
+      .where('id', '=', orgId)
+      .executeTakeFirstOrThrow();
+    await tx
+      .insertInto('machines')
+      .values({
+        id,
+        org_id: orgId,
+        app_id: app.id,
+        host: 'local',
+        region: body.region ?? org.region,
+        config: JSON.stringify(config),
+        desired_state: 'running',
+        observed_state: 'requested',
+        private_ip: null,
+        boot_ms: null,
+        volume_id: volumes[0]?.id ?? null,
+        create_error: null,
+        create_error_code: null,
+        create_boot_log: null,
+        create_warning: null,
+        created_at: ctx.clock(),
+      })
+      .execute();
+    await enqueue(tx, ctx.jobs, 'machines.create', { machineId: id });
+    return findMachine(tx, orgId, id);
+  });
+  if (!wait) return { machine: toMachine(row), waited: false };
+  const maxMs = (config.healthCheck?.maxWaitMs ?? 60_000) + WAIT_SLACK_MS;
+  const done = await waitForState(ctx, orgId, id, ['running', 'failed'], maxMs);
+  if (done.observed_state === 'failed') {
+    const code = (done.create_error_code ?? 'create-failed') as
+      'create-failed' | 'guest-exited' | 'port-timeout' | 'no-capacity';
+    throw new ApiError(code, done.create_error ?? 'The machine could not be created.', {
+      machine: toMachine(done),
+    });
+  }
+  return { machine: toMachine(done), waited: true };
+}
+
+export async function listMachines(ctx: ServiceContext, orgId: string, appName: string) {
+  const app = await findApp(ctx.db, orgId, appName);
+  const rows = await machinesQuery(ctx.db)
+    .where('machines.app_id', '=', app.id)
+    .where('machines.observed_state', '<>', 'deleted')
+    .orderBy('machines.created_at')
+    .execute();
+  return rows.map(toMachine);
+}
+
+export async function getMachine(ctx: ServiceContext, orgId: string, id: string) {
+  return toMachine(await findMachine(ctx.db, orgId, id));
+}
+
+/**
+ * Polls until the machine's observed state is one of `states`, or answers 408
+ * `wait-timeout`. A machine that failed or was deleted meanwhile ends the wait too.
+ */
+export async function waitForState(
+  ctx: ServiceContext,
+  orgId: string,
+  id: string,
+  states: MachineState[],
+  timeoutMs: number,
+  signal?: AbortSignal,
+): Promise<MachineRow> {
+  const end = Date.now() + timeoutMs;
+  for (;;) {
+    const row = await findMachine(ctx.db, orgId, id);
+    const observed = row.observed_state as MachineState;
+    if (states.includes(observed)) return row;
+    if (!TRANSITIONAL.has(observed) && !states.includes(observed) && states.length === 1) {
+      // Not on its way there: waiting on would only time out.
+      if (observed === 'failed' || observed === 'deleted') return row;
+    }
+    if (Date.now() >= end || signal?.aborted) {
+      throw new ApiError(
+        'wait-timeout',
+        `The machine is ${observed}; it did not become ${states.join(' or ')} in time.`,
+      );
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+/** The runtime's view of a machine: its config resolved, with the app's secrets. */
+export async function specOf(ctx: ServiceContext, row: MachineRow): Promise<MachineSpec> {
+  const config: MachineConfig = configOf(row);
+  const secrets = await revealSecrets(ctx.db, ctx, row.app_id);
+  const volumes = row.volume_id
+    ? await ctx.db
+        .selectFrom('volumes')
+        .select(['pool_volume', 'mount_path'])
+        .where('id', '=', row.volume_id)
+        .execute()
+    : [];
+  return {
+    id: row.id,
+    image: config.image,
+    vcpus: config.vcpus,
+    memoryMb: config.memoryMb,
+    diskMb: config.diskMb ?? 2048,
+    // A secret wins over a plain variable of the same name, as on Fly.io: secrets are
+    // where credentials belong, and a stale `env` must not shadow a rotated one.
+    env: { ...config.env, ...secrets },
+    ...(config.start ? { start: config.start } : {}),
+    ...(config.command ? { command: config.command } : {}),
+    internalPort: config.internalPort,
+    readiness: config.readiness ?? (config.command ? 'boot' : 'port'),
+    ...(config.healthCheck
+      ? {
+          healthCheck: {
+            ...(config.healthCheck.path ? { path: config.healthCheck.path } : {}),
+            timeoutMs: config.healthCheck.timeoutMs ?? 2000,
+            intervalMs: config.healthCheck.intervalMs ?? 500,
+            healthyThreshold: config.healthCheck.healthyThreshold ?? 1,
+            maxWaitMs: config.healthCheck.maxWaitMs ?? 60_000,
+          },
+        }
+      : {}),
+    ...(config.killSignal ? { killSignal: config.killSignal } : {}),
+    killTimeoutS: config.killTimeoutS ?? 10,
+    volumes: volumes.map((v) => ({ volume: v.pool_volume, mountPath: v.mount_path })),
+    hostname: row.id,
+  };
+}

@@ -1,0 +1,78 @@
+/**
+ * Machine rows and the record of spec 2.11, and lookups scoped by organization (another
+ * organization's machine answers exactly like a missing one).
+ */
+import type { Selectable } from 'kysely';
+import { z } from 'zod';
+import { ApiError } from '../../errors/api-error.js';
+import type { Executor } from '../../store/db.js';
+import type { MachinesTable } from '../../store/schema.js';
+import type { MachineConfig } from './config-schema.js';
+import { MACHINE_STATES } from './states.js';
+
+export type MachineRow = Selectable<MachinesTable> & { app_name: string };
+
+const state = z.enum(MACHINE_STATES);
+
+export const machineSchema = z.object({
+  id: z.string(),
+  appName: z.string(),
+  config: z.record(z.string(), z.unknown()),
+  desiredState: state,
+  observedState: state,
+  host: z.string().optional(),
+  privateIp: z.string().optional(),
+  region: z.string(),
+  readyAt: z.string().optional(),
+  createError: z.string().optional(),
+  createErrorCode: z.string().optional(),
+  createBootLog: z.string().optional(),
+  createWarning: z.string().optional(),
+  createdAt: z.string(),
+  bootMs: z.number().optional(),
+  restarts: z.number(),
+});
+export type Machine = z.infer<typeof machineSchema>;
+
+export function toMachine(r: MachineRow): Machine {
+  return {
+    id: r.id,
+    appName: r.app_name,
+    config: r.config,
+    desiredState: r.desired_state as Machine['desiredState'],
+    observedState: r.observed_state as Machine['observedState'],
+    host: r.host,
+    ...(r.private_ip ? { privateIp: r.private_ip } : {}),
+    region: r.region,
+    ...(r.ready_at ? { readyAt: r.ready_at.toISOString() } : {}),
+    ...(r.create_error ? { createError: r.create_error } : {}),
+    ...(r.create_error_code ? { createErrorCode: r.create_error_code } : {}),
+    ...(r.create_boot_log ? { createBootLog: r.create_boot_log } : {}),
+    ...(r.create_warning ? { createWarning: r.create_warning } : {}),
+    createdAt: r.created_at.toISOString(),
+    ...(r.boot_ms !== null ? { bootMs: r.boot_ms } : {}),
+    restarts: r.restarts,
+  };
+}
+
+export function configOf(r: MachineRow): MachineConfig {
+  return r.config as unknown as MachineConfig;
+}
+
+export function machinesQuery(ex: Executor) {
+  return ex
+    .selectFrom('machines')
+    .innerJoin('apps', 'apps.id', 'machines.app_id')
+    .selectAll('machines')
+    .select('apps.name as app_name');
+}
+
+/** The machine of `orgId` with this id, or 404 `machine-not-found`-style not-found. */
+export async function findMachine(ex: Executor, orgId: string, id: string): Promise<MachineRow> {
+  const row = await machinesQuery(ex)
+    .where('machines.org_id', '=', orgId)
+    .where('machines.id', '=', id)
+    .executeTakeFirst();
+  if (!row) throw new ApiError('not-found', `Machine '${id}' not found.`);
+  return row;
+}

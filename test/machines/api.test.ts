@@ -1,0 +1,197 @@
+/**
+ * Machines through the API, on the real local runtime: images from a real local OCI
+ * registry (busybox images built by the test), isolated processes on the platform bridge,
+ * create with and without waiting, the start errors of spec 7.3 from real causes, the
+ * actions, wait, logs with a cursor, and the volume rule.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { busyboxLayer, pushImage } from '../../src/runtime/images/build.test-helper.js';
+import { startRegistry, type TestRegistry } from '../helpers/registry.js';
+import { startTestPlatform, type TestOrg, type TestPlatform } from '../helpers/platform.js';
+import { waitFor } from '../databases/helpers.js';
+
+let registry: TestRegistry;
+let tp: TestPlatform;
+let org: TestOrg;
+let web: string;
+let crashy: string;
+let silent: string;
+
+const req = (method: string, p: string, body?: unknown, token = org.token) =>
+  tp.request(method, p, { token, body });
+
+const root = process.getuid?.() === 0;
+
+beforeAll(async () => {
+  if (!root) return;
+  registry = await startRegistry();
+  const page = { path: 'www/index.html', content: 'hello from a machine\n' };
+  await pushImage(registry.url, 'web:1', {
+    layers: [busyboxLayer(), [{ path: 'www/' }, page]],
+    config: { Cmd: ['/bin/httpd', '-f', '-p', '3000', '-h', '/www'], Env: ['GREETING=image'] },
+  });
+  await pushImage(registry.url, 'crashy:1', {
+    layers: [busyboxLayer()],
+    config: { Cmd: ['/bin/sh', '-c', 'echo starting; echo doomed >&2; exit 3'] },
+  });
+  await pushImage(registry.url, 'silent:1', {
+    layers: [busyboxLayer()],
+    config: { Cmd: ['/bin/sleep', '3600'] },
+  });
+  web = `${registry.host}/web:1`;
+  crashy = `${registry.host}/crashy:1`;
+  silent = `${registry.host}/silent:1`;
+  const n = process.pid % 200;
+  tp = await startTestPlatform({
+    machinesBridge: `pm${process.pid % 10000}`,
+    machinesCidr: `10.${30 + (n % 20)}.0.0/16`,
+  });
+  org = await tp.createOrg();
+  expect((await req('POST', '/v1/apps', { name: 'site' })).status).toBe(201);
+}, 120_000);
+
+afterAll(async () => {
+  if (!root) return;
+  for (const m of (await req('GET', '/v1/apps/site/machines')).body ?? []) {
+    await req('POST', `/v1/machines/${m.id}/destroy`);
+  }
+  await tp?.close();
+  await registry?.stop();
+});
+
+describe.skipIf(!root)('machines', () => {
+  let id: string;
+
+  it('creates a machine, waits until it answers on its port, and answers bootMs', async () => {
+    const res = await req('POST', '/v1/apps/site/machines', {
+      image: web,
+      env: { GREETING: 'env' },
+    });
+    expect(res.status, JSON.stringify(res.body)).toBe(201);
+    expect(res.body).toMatchObject({
+      appName: 'site',
+      desiredState: 'running',
+      observedState: 'running',
+      region: 'local',
+      config: { image: web, vcpus: 1, memoryMb: 512, internalPort: 3000, console: false },
+    });
+    expect(res.body.bootMs).toBeGreaterThan(0);
+    expect(res.body.privateIp).toMatch(/^10\./);
+    id = res.body.id;
+    const page = await fetch(`http://${res.body.privateIp}:3000/index.html`);
+    expect(await page.text()).toBe('hello from a machine\n');
+  });
+
+  it('lists and reads it', async () => {
+    expect(
+      (await req('GET', '/v1/apps/site/machines')).body.map((m: { id: string }) => m.id),
+    ).toEqual([id]);
+    expect((await req('GET', `/v1/machines/${id}`)).body.observedState).toBe('running');
+    expect((await req('GET', '/v1/machines/mch-nope')).status).toBe(404);
+  });
+
+  it('stops, starts, suspends and resumes it; a repeated action is a no-op', async () => {
+    const stopped = await req('POST', `/v1/machines/${id}/stop`);
+    expect(stopped.status).toBe(200);
+    expect(stopped.body).toMatchObject({ desiredState: 'stopped', observedState: 'stopped' });
+    expect((await req('POST', `/v1/machines/${id}/stop`)).body.observedState).toBe('stopped');
+    const suspendStopped = await req('POST', `/v1/machines/${id}/suspend`);
+    expect(suspendStopped.status).toBe(409);
+    const started = await req('POST', `/v1/machines/${id}/start`);
+    expect(started.body.observedState).toBe('running');
+    const suspended = await req('POST', `/v1/machines/${id}/suspend`);
+    expect(suspended.body.observedState).toBe('suspended');
+    const resumed = await req('POST', `/v1/machines/${id}/start`);
+    expect(resumed.body.observedState).toBe('running');
+    const ip = resumed.body.privateIp;
+    expect(await (await fetch(`http://${ip}:3000/index.html`)).text()).toContain('hello');
+  });
+
+  it('creates without waiting (202) and waits on the wait route', async () => {
+    const res = await req('POST', '/v1/apps/site/machines?wait=false', {
+      image: silent,
+      readiness: 'boot',
+    });
+    expect(res.status).toBe(202);
+    expect(['requested', 'starting', 'running']).toContain(res.body.observedState);
+    const waited = await req('GET', `/v1/machines/${res.body.id}/wait?state=running&timeout=60`);
+    expect(waited.status).toBe(200);
+    expect(waited.body.observedState).toBe('running');
+    const timeout = await req('GET', `/v1/machines/${res.body.id}/wait?state=stopped&timeout=1`);
+    expect(timeout.status).toBe(408);
+    expect(timeout.body.code).toBe('wait-timeout');
+    const gone = await req('POST', `/v1/machines/${res.body.id}/destroy`);
+    expect(gone.body.observedState).toBe('deleted');
+  });
+
+  it('answers guest-exited when the process ends during start, with its boot log', async () => {
+    const res = await req('POST', '/v1/apps/site/machines', { image: crashy });
+    expect(res.status).toBe(503);
+    expect(res.body.code).toBe('guest-exited');
+    expect(res.body.machine.observedState).toBe('failed');
+    expect(res.body.machine.createBootLog).toContain('doomed');
+    await req('POST', `/v1/machines/${res.body.machine.id}/destroy`);
+  });
+
+  it('answers port-timeout when the port never opens', async () => {
+    const res = await req('POST', '/v1/apps/site/machines', {
+      image: silent,
+      healthCheck: { maxWaitMs: 1500 },
+    });
+    expect(res.status).toBe(503);
+    expect(res.body.code).toBe('port-timeout');
+    await req('POST', `/v1/machines/${res.body.machine.id}/destroy`);
+  });
+
+  it('answers create-failed for an image that does not exist, and build-not-found', async () => {
+    const res = await req('POST', '/v1/apps/site/machines', { image: `${registry.host}/nope:1` });
+    expect(res.status).toBe(503);
+    expect(res.body.code).toBe('create-failed');
+    expect(res.body.error).toMatch(/not-found/);
+    const destroyed = await req('POST', `/v1/machines/${res.body.machine.id}/destroy`);
+    expect(destroyed.status, JSON.stringify(destroyed.body)).toBe(200);
+    const build = await req('POST', '/v1/apps/site/machines', { image: 'build:b-123' });
+    expect(build.status).toBe(404);
+    expect(build.body.code).toBe('build-not-found');
+  });
+
+  it('keeps the console output and follows it with a cursor', async () => {
+    const talker = await req('POST', '/v1/apps/site/machines', {
+      image: silent,
+      readiness: 'boot',
+      start: 'echo hello-log; echo oops >&2; sleep 3600',
+    });
+    expect(talker.status).toBe(201);
+    const logs = await waitFor(async () => {
+      const r = await req('GET', '/v1/apps/site/logs?limit=50');
+      return r.body.entries?.length >= 2 ? r.body : undefined;
+    }, 'log entries');
+    expect(logs.entries).toEqual(
+      expect.arrayContaining([
+        expect.objectContaining({ machineId: talker.body.id, stream: 'stdout', text: 'hello-log' }),
+        expect.objectContaining({ machineId: talker.body.id, stream: 'stderr', text: 'oops' }),
+      ]),
+    );
+    await req('POST', `/v1/machines/${talker.body.id}/destroy`);
+    expect(typeof logs.cursor).toBe('string');
+    const next = await req('GET', `/v1/apps/site/logs?cursor=${logs.cursor}`);
+    expect(next.status).toBe(200);
+    const bad = await req('GET', '/v1/apps/site/logs?cursor=not-a-cursor');
+    expect(bad.status).toBe(400);
+  });
+
+  it('runs exactly one machine for an app with a volume', async () => {
+    await req('POST', '/v1/volumes', { name: 'site-data' });
+    await req('POST', '/v1/apps/site/attach', { volume: 'site-data' });
+    const res = await req('POST', '/v1/apps/site/machines', { image: web });
+    expect(res.status).toBe(409);
+    expect(res.body.code).toBe('volume-needs-single-machine');
+    await req('POST', '/v1/apps/site/detach', { volume: 'site-data' });
+  });
+
+  it('destroys it: gone from the list, the state says deleted', async () => {
+    const res = await req('POST', `/v1/machines/${id}/destroy`);
+    expect(res.body.observedState).toBe('deleted');
+    expect((await req('GET', '/v1/apps/site/machines')).body).toEqual([]);
+  });
+});
