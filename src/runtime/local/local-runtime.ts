@@ -1,0 +1,294 @@
+/**
+ * The local runtime: machines on this host, from OCI images (ImageStore), each with an
+ * overlay root whose writable layer is a pool volume, a network namespace on the
+ * platform bridge, a cgroup, and its process in a sandbox (bwrap) whose keeper holds its
+ * console log. All state that matters is on disk (records.ts, the sandbox's records,
+ * the volume), so a new LocalRuntime after a restart of pier carries on (`recover`).
+ */
+import { rmdir } from 'node:fs/promises';
+import path from 'node:path';
+import type { CgroupLimits, CgroupSet } from '../../engines/sleep/cgroup.js';
+import type { StoragePool } from '../../storage/pool/pool.js';
+import type { ImageConfig, ImageStore } from '../images/index.js';
+import {
+  MachineStartError,
+  type LogEntry,
+  type MachineRuntime,
+  type MachineSpec,
+  type MachineStatus,
+} from '../runtime.js';
+import {
+  mountedType,
+  Network,
+  readLogs,
+  Sandboxes,
+  unmountRootfs,
+  type NetworkOptions,
+} from '../sandbox/index.js';
+import { bootMachine, type BootContext } from './boot.js';
+import { KeyedLock } from './locks.js';
+import { machinePaths } from './prepare.js';
+import { stopSignal } from './process.js';
+import { assertMachineId, MachineRecords, type MachineRecord } from './records.js';
+import { imageRoot, machineLimits, pullImage, volumeName, writableLayer } from './resources.js';
+
+export { volumeName } from './resources.js';
+
+/** The log calls the runtime makes (pino's Logger fits). */
+export interface RuntimeLog {
+  info(obj: object, msg: string): void;
+  warn(obj: object, msg: string): void;
+}
+
+/** Options of {@link LocalRuntime}. */
+export interface LocalRuntimeOptions {
+  /** State lives under `<dataDir>/machines`. */
+  dataDir: string;
+  /** Where writable layers (`m-<id>`) live; machines' `volumes` name volumes here too. */
+  pool: StoragePool;
+  images: ImageStore;
+  cgroups: CgroupSet;
+  /** The platform bridge and its network; machines get addresses in it. */
+  network: NetworkOptions;
+  log: RuntimeLog;
+  /** Cap of each machine's console log on disk (default 4 MiB). */
+  logMaxBytes?: number;
+  /** Processes and threads a machine may have per vCPU (default 1024). */
+  pidsPerVcpu?: number;
+}
+
+/** Runs machines on this host. See the module comment and README.md. */
+export class LocalRuntime implements MachineRuntime {
+  private readonly dir: string;
+  private readonly records: MachineRecords;
+  private readonly sandboxes: Sandboxes;
+  private readonly network: Network;
+  private readonly locks = new KeyedLock();
+  private bridge: Promise<void> | undefined;
+
+  constructor(private readonly opts: LocalRuntimeOptions) {
+    this.dir = path.join(path.resolve(opts.dataDir), 'machines');
+    this.records = new MachineRecords(this.dir);
+    // Ids never start with a dot, so `.run` cannot clash with a machine's files.
+    this.sandboxes = new Sandboxes({ cgroups: opts.cgroups, runDir: path.join(this.dir, '.run') });
+    this.network = new Network(opts.network);
+  }
+
+  async create(spec: MachineSpec, opts: { signal?: AbortSignal } = {}) {
+    assertMachineId(spec.id);
+    return this.locks.with(spec.id, async () => {
+      const image = await pullImage(this.opts.images, spec.image, opts.signal);
+      const volume = await writableLayer(this.opts.pool, spec);
+      const record = await this.records
+        .allocate(spec.id, this.network.cidr, (ip, previous) => ({
+          id: spec.id,
+          ip,
+          volume: volume.name,
+          volumePath: volume.path,
+          image: { ref: image.ref, digest: image.digest, config: image.config },
+          limits: this.limits(spec),
+          stop: this.stopOf(spec, image.config),
+          createdAt: previous?.createdAt ?? new Date().toISOString(),
+        }))
+        .catch((err: Error) => {
+          throw /no free address/.test(err.message)
+            ? new MachineStartError('no-capacity', `no address left on ${this.network.cidr}`)
+            : err;
+        });
+      // A retried create may come with another image: the overlay is mounted anew.
+      if ((await this.sandboxes.find(spec.id)) === undefined) await this.unmount(record);
+      const { bootMs } = await this.boot(spec, record, opts.signal);
+      this.opts.log.info({ machine: spec.id, ip: record.ip, bootMs }, 'machine created');
+      return { bootMs, privateIp: record.ip };
+    });
+  }
+
+  async start(spec: MachineSpec): Promise<{ bootMs: number }> {
+    assertMachineId(spec.id);
+    return this.locks.with(spec.id, async () => {
+      const record = await this.records.get(spec.id);
+      if (!record)
+        throw new MachineStartError(
+          'create-failed',
+          `machine ${spec.id} does not exist on this host`,
+        );
+      const updated = {
+        ...record,
+        limits: this.limits(spec),
+        stop: this.stopOf(spec, record.image.config),
+      };
+      await this.records.put(updated);
+      return this.boot(spec, updated);
+    });
+  }
+
+  async stop(spec: MachineSpec): Promise<void> {
+    assertMachineId(spec.id);
+    await this.locks.with(spec.id, async () => {
+      const record = await this.records.get(spec.id);
+      if (!record) return;
+      const updated = { ...record, stop: this.stopOf(spec, record.image.config) };
+      await this.records.put(updated);
+      await this.halt(updated);
+    });
+  }
+
+  async suspend(id: string): Promise<void> {
+    assertMachineId(id);
+    await this.locks.with(id, async () => {
+      if ((await this.sandboxes.find(id)) === undefined)
+        throw new Error(`machine ${id} is not running`);
+      if (!(await this.opts.cgroups.isFrozen(id))) await this.opts.cgroups.freeze(id);
+    });
+  }
+
+  async resume(id: string): Promise<void> {
+    assertMachineId(id);
+    await this.locks.with(id, async () => {
+      if (await this.opts.cgroups.isFrozen(id)) await this.opts.cgroups.thaw(id);
+    });
+  }
+
+  async destroy(id: string): Promise<void> {
+    assertMachineId(id);
+    await this.locks.with(id, async () => {
+      const record = await this.records.get(id);
+      // Without a record (a create that died early) the names are still known from the id.
+      const stop = record?.stop ?? { signal: 'SIGTERM' as const, timeoutMs: 10_000 };
+      await this.sandboxes.stop(id, stop);
+      await this.sandboxes.forget(id);
+      const root = machinePaths(this.dir, id, '/').root;
+      await unmountRootfs(root);
+      await rmdir(root).catch((err: NodeJS.ErrnoException) => {
+        if (err.code !== 'ENOENT') throw err;
+      });
+      await this.network.removeNetns(id);
+      if (!(await this.removeCgroup(id)))
+        throw new Error(`the cgroup of machine ${id} still has processes`);
+      await this.opts.pool.destroy(record?.volume ?? volumeName(id));
+      await this.records.remove(id);
+      this.opts.log.info({ machine: id }, 'machine destroyed');
+    });
+  }
+
+  async status(id: string): Promise<MachineStatus> {
+    assertMachineId(id);
+    const record = await this.records.get(id);
+    if (!record) return { state: 'missing' };
+    const ip = { privateIp: record.ip };
+    if ((await this.sandboxes.find(id)) !== undefined) {
+      const frozen = await this.opts.cgroups.isFrozen(id);
+      return { state: frozen ? 'suspended' : 'running', ...ip };
+    }
+    const exit = await this.sandboxes.exitStatus(id);
+    return { state: 'stopped', ...ip, ...(exit ? { exit } : {}) };
+  }
+
+  async logs(id: string, opts: { after?: number; limit: number }) {
+    assertMachineId(id);
+    const record = await this.records.get(id);
+    if (!record) return { entries: [], cursor: opts.after ?? 0, truncated: false };
+    const state = machinePaths(this.dir, id, record.volumePath).state;
+    const page = await readLogs(
+      state,
+      opts.after === undefined
+        ? { tail: opts.limit, limit: opts.limit }
+        : { after: opts.after, limit: opts.limit },
+    );
+    const entries: LogEntry[] = page.entries.map((e) => ({
+      at: e.at,
+      stream: e.stream,
+      text: e.text,
+    }));
+    return { entries, cursor: page.cursor, truncated: page.truncated };
+  }
+
+  async recover(): Promise<string[]> {
+    const found: string[] = [];
+    for (const record of await this.records.all()) {
+      if ((await this.sandboxes.find(record.id)) === undefined) continue;
+      await this.locks.with(record.id, async () => {
+        await this.ensureBridge();
+        await this.network.createNetns(record.id, record.ip);
+        await this.opts.cgroups.create(record.id);
+        // A live machine whose overlay is gone from the host's mount table keeps its own
+        // copy; mounting its upper layer a second time would corrupt it, so only warn.
+        const root = machinePaths(this.dir, record.id, record.volumePath).root;
+        if ((await mountedType(root)) !== 'overlay') {
+          this.opts.log.warn(
+            { machine: record.id, root },
+            'running machine has no overlay mounted on the host',
+          );
+        }
+      });
+      found.push(record.id);
+    }
+    this.opts.log.info({ machines: found.length }, 'machines recovered');
+    return found;
+  }
+
+  async address(id: string, port: number): Promise<{ host: string; port: number } | undefined> {
+    assertMachineId(id);
+    const record = await this.records.get(id);
+    return record && { host: record.ip, port };
+  }
+
+  private boot(spec: MachineSpec, record: MachineRecord, signal?: AbortSignal) {
+    const ctx: BootContext = {
+      machinesDir: this.dir,
+      pool: this.opts.pool,
+      cgroups: this.opts.cgroups,
+      network: this.network,
+      imageRoot: (r) => imageRoot(this.opts.images, r),
+      logMaxBytes: this.opts.logMaxBytes ?? 4 * 1024 * 1024,
+      sandboxes: this.sandboxes,
+      halt: (r) => this.halt(r),
+    };
+    return this.ensureBridge().then(() => bootMachine(ctx, spec, record, signal));
+  }
+
+  /** Stops the process (signal, then SIGKILL) and unmounts the root; the volume stays. */
+  private async halt(record: MachineRecord): Promise<void> {
+    await this.sandboxes.stop(record.id, record.stop);
+    await this.unmount(record);
+  }
+
+  private async unmount(record: MachineRecord): Promise<void> {
+    const root = machinePaths(this.dir, record.id, record.volumePath).root;
+    await unmountRootfs(root).catch((err: Error) =>
+      this.opts.log.warn({ machine: record.id, err: err.message }, 'cannot unmount machine root'),
+    );
+  }
+
+  private limits(spec: MachineSpec): CgroupLimits {
+    const { limits, missing } = machineLimits(
+      this.opts.cgroups,
+      spec,
+      this.opts.pidsPerVcpu ?? 1024,
+    );
+    if (missing.length)
+      this.opts.log.warn({ machine: spec.id, missing }, 'cgroup limits not enforced here');
+    return limits;
+  }
+
+  private stopOf(spec: MachineSpec, config: ImageConfig): MachineRecord['stop'] {
+    return { signal: stopSignal(spec, config), timeoutMs: spec.killTimeoutS * 1000 };
+  }
+
+  private ensureBridge(): Promise<void> {
+    this.bridge ??= this.network.ensureBridge().catch((err: unknown) => {
+      this.bridge = undefined;
+      throw err;
+    });
+    return this.bridge;
+  }
+
+  /** Removes the machine's cgroup, waiting briefly for exited processes to be reaped. */
+  private async removeCgroup(id: string): Promise<boolean> {
+    for (let i = 0; i < 50; i++) {
+      if (await this.opts.cgroups.remove(id)) return true;
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    return false;
+  }
+}

@@ -1,0 +1,118 @@
+/**
+ * Everything a machine needs on the host before its process starts, each step idempotent
+ * (a start after a crash, or after a reboot, finishes what is missing): the writable
+ * layer's directories, the overlay root, the netns on the bridge, the cgroup with its
+ * limits; then the sandbox spec, with the process worked out from the image and the spec.
+ */
+import { lstat, mkdir } from 'node:fs/promises';
+import path from 'node:path';
+import type { CgroupSet } from '../../engines/sleep/cgroup.js';
+import type { StoragePool } from '../../storage/pool/pool.js';
+import type { ImageConfig } from '../images/index.js';
+import { MachineStartError, type MachineSpec } from '../runtime.js';
+import { mountRootfs, resolveInRoot, type Network, type SandboxSpec } from '../sandbox/index.js';
+import { machineArgv, machineCwd, machineEnv } from './process.js';
+import type { MachineRecord } from './records.js';
+import { resolveUser, UserError } from './users.js';
+
+/** Where one machine's things are on the host. */
+export interface MachinePaths {
+  /** The overlay mount point: `<dataDir>/machines/<id>.root`. */
+  root: string;
+  upper: string;
+  work: string;
+  /** The sandbox's state (console log, exit status), in the volume. */
+  state: string;
+}
+
+/** The paths of a machine whose volume is at `volumePath`. */
+export function machinePaths(machinesDir: string, id: string, volumePath: string): MachinePaths {
+  return {
+    root: path.join(machinesDir, `${id}.root`),
+    upper: path.join(volumePath, 'upper'),
+    work: path.join(volumePath, 'work'),
+    state: path.join(volumePath, 'state'),
+  };
+}
+
+/** What `prepareMachine` works with. */
+export interface PrepareContext {
+  machinesDir: string;
+  pool: StoragePool;
+  cgroups: CgroupSet;
+  network: Network;
+  /** The unpacked image root of the record's digest (pulled again if it was removed). */
+  imageRoot: (record: MachineRecord) => Promise<string>;
+  logMaxBytes: number;
+}
+
+const failed = (message: string) => new MachineStartError('create-failed', message);
+
+/** Makes the machine's host side ready and returns the spec of its sandbox. */
+export async function prepareMachine(
+  ctx: PrepareContext,
+  spec: MachineSpec,
+  record: MachineRecord,
+): Promise<{ sandbox: SandboxSpec; paths: MachinePaths }> {
+  const volume = await ctx.pool.info(record.volume);
+  if (!volume) throw failed(`the writable layer of machine ${record.id} is gone`);
+  const paths = machinePaths(ctx.machinesDir, record.id, volume.path);
+  await mkdir(paths.state, { recursive: true, mode: 0o700 });
+  await mountRootfs({
+    lower: await ctx.imageRoot(record),
+    upper: paths.upper,
+    work: paths.work,
+    merged: paths.root,
+  });
+  const net = await ctx.network.createNetns(record.id, record.ip);
+  await ctx.cgroups.create(record.id, record.limits);
+
+  const mounts = [];
+  for (const v of spec.volumes) {
+    const info = await ctx.pool.info(v.volume).catch(() => undefined);
+    if (!info) throw failed(`volume ${v.volume} does not exist`);
+    mounts.push({ source: info.path, target: v.mountPath, readOnly: false });
+  }
+  const config: ImageConfig = record.image.config;
+  const argv = machineArgv(spec, config);
+  if (argv.length === 0) {
+    throw failed(
+      `image ${spec.image} names no command (no Entrypoint or Cmd) and no start was given`,
+    );
+  }
+  const user = await resolveUser(paths.root, config.user).catch((err: unknown) => {
+    throw err instanceof UserError ? failed(`image ${spec.image}: ${err.message}`) : err;
+  });
+  const cwd = machineCwd(config);
+  await ensureDirInRoot(paths.root, cwd);
+  const sandbox: SandboxSpec = {
+    id: record.id,
+    rootfs: paths.root,
+    netns: net.netns,
+    hostname: spec.hostname,
+    argv,
+    env: machineEnv(config.env, spec.env, {
+      hostname: spec.hostname,
+      ...(user.home ? { home: user.home } : {}),
+    }),
+    cwd,
+    uid: user.uid,
+    gid: user.gid,
+    mounts,
+    cgroup: record.id,
+    stateDir: paths.state,
+    logMaxBytes: ctx.logMaxBytes,
+  };
+  return { sandbox, paths };
+}
+
+/**
+ * Creates `dir` (inside the machine) when missing, as Docker does for a WorkingDir. The
+ * path is resolved as the machine sees it first, so no image symlink leads the mkdir out
+ * of the root; the machine is not running, so nothing can swap a component meanwhile.
+ */
+async function ensureDirInRoot(root: string, dir: string): Promise<void> {
+  const host = path.join(root, await resolveInRoot(root, dir));
+  const st = await lstat(host).catch(() => undefined);
+  if (!st) await mkdir(host, { recursive: true, mode: 0o755 });
+}

@@ -1,0 +1,110 @@
+/**
+ * What the local runtime remembers of each machine, one JSON file per machine in
+ * `<dataDir>/machines/<id>.json`: its address on the bridge (so a restart of pier keeps
+ * every machine's IP, and a new machine never gets one in use), its writable layer, the
+ * image it was created from (a restart runs the same digest, whatever its tag says now)
+ * and how it is stopped (so destroy and recover need no spec).
+ */
+import { mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import type { CgroupLimits } from '../../engines/sleep/cgroup.js';
+import type { ImageConfig } from '../images/index.js';
+import { allocateIp, isMachineIp } from '../sandbox/index.js';
+
+/** One machine's record. */
+export interface MachineRecord {
+  id: string;
+  ip: string;
+  /** The pool volume holding `upper/`, `work/` and `state/`, and its path. */
+  volume: string;
+  volumePath: string;
+  image: { ref: string; digest: string; config: ImageConfig };
+  limits: CgroupLimits;
+  /** How the last spec said to stop it. */
+  stop: { signal: NodeJS.Signals; timeoutMs: number };
+  createdAt: string;
+}
+
+const ID = /^[a-z0-9][a-z0-9-]{0,62}$/;
+
+/**
+ * Throws unless `id` can name everything a machine has (sandbox, cgroup, volume, netns):
+ * lowercase letters, digits and dashes, at most 63.
+ */
+export function assertMachineId(id: string): void {
+  if (typeof id !== 'string' || !ID.test(id)) {
+    throw new Error(`invalid machine id: ${JSON.stringify(id)}`);
+  }
+}
+
+/** The records under one directory, and the addresses they hold. */
+export class MachineRecords {
+  /** Serialises allocations, so two creates at once never pick the same address. */
+  private allocating: Promise<unknown> = Promise.resolve();
+
+  constructor(readonly dir: string) {}
+
+  /** The record of `id`, or undefined. */
+  async get(id: string): Promise<MachineRecord | undefined> {
+    assertMachineId(id);
+    const text = await readFile(this.file(id), 'utf8').catch((err: NodeJS.ErrnoException) => {
+      if (err.code === 'ENOENT') return undefined;
+      throw err;
+    });
+    return text === undefined ? undefined : (JSON.parse(text) as MachineRecord);
+  }
+
+  /** Every record (unreadable files skipped: a crash between write and rename leaves none). */
+  async all(): Promise<MachineRecord[]> {
+    const names = await readdir(this.dir).catch(() => [] as string[]);
+    const ids = names.filter((n) => n.endsWith('.json')).map((n) => n.slice(0, -5));
+    const out: MachineRecord[] = [];
+    for (const id of ids.filter((i) => ID.test(i))) {
+      const r = await this.get(id).catch(() => undefined);
+      if (r) out.push(r);
+    }
+    return out;
+  }
+
+  /** Writes `record` atomically (a temp file renamed over the old one). */
+  async put(record: MachineRecord): Promise<void> {
+    assertMachineId(record.id);
+    await mkdir(this.dir, { recursive: true, mode: 0o700 });
+    const temp = path.join(this.dir, `.${record.id}.${process.pid}.tmp`);
+    await writeFile(temp, JSON.stringify(record, null, 2), { mode: 0o600 });
+    await rename(temp, this.file(record.id));
+  }
+
+  async remove(id: string): Promise<void> {
+    await rm(this.file(id), { force: true });
+  }
+
+  /**
+   * Writes the record `make(ip)` builds, with the address `id` already has (when still
+   * inside `cidr`) or the lowest one no other record holds. One at a time per runtime.
+   */
+  async allocate(
+    id: string,
+    cidr: string,
+    make: (ip: string, previous: MachineRecord | undefined) => MachineRecord,
+  ): Promise<MachineRecord> {
+    const run = this.allocating.then(async () => {
+      const previous = await this.get(id);
+      let ip = previous?.ip;
+      if (ip === undefined || !isMachineIp(cidr, ip)) {
+        const taken = new Set((await this.all()).filter((r) => r.id !== id).map((r) => r.ip));
+        ip = allocateIp(cidr, taken);
+      }
+      const record = make(ip, previous);
+      await this.put(record);
+      return record;
+    });
+    this.allocating = run.catch(() => undefined);
+    return run;
+  }
+
+  private file(id: string): string {
+    assertMachineId(id);
+    return path.join(this.dir, `${id}.json`);
+  }
+}
