@@ -20,6 +20,7 @@ import { DatabaseHost } from './engines/host/database-host.js';
 import { databaseJobs } from './services/databases/jobs.js';
 import { volumeJobs } from './services/volumes/jobs.js';
 import { machineJobs } from './services/machines/jobs.js';
+import { takeBackMachines } from './services/machines/upkeep.js';
 import { hostRuntime } from './runtime/host-runtime.js';
 import { scheduleDatabaseUpkeep, takeBackDatabases } from './services/databases/upkeep.js';
 import { blobStoreFromConfig } from './objects/blobs/config.js';
@@ -190,6 +191,7 @@ export async function startPlatform(config: Config, opts: PlatformOptions = {}):
     const stopSchedule = scheduleHousekeeping(store.db, catalogue);
     undo.push(async () => stopSchedule());
     await takeBackDatabases(ctx);
+    await takeBackMachines(ctx);
     dbHost.startTickers();
     const stopUpkeep = scheduleDatabaseUpkeep(ctx);
     undo.push(async () => stopUpkeep());

@@ -7,9 +7,18 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { busyboxLayer, pushImage } from '../../src/runtime/images/build.test-helper.js';
 import { startRegistry, type TestRegistry } from '../helpers/registry.js';
-import { startTestPlatform, type TestOrg, type TestPlatform } from '../helpers/platform.js';
+import { execFile } from 'node:child_process';
+import { readdir, readFile } from 'node:fs/promises';
+import { promisify } from 'node:util';
+import {
+  restartTestPlatform,
+  startTestPlatform,
+  type TestOrg,
+  type TestPlatform,
+} from '../helpers/platform.js';
 import { waitFor } from '../databases/helpers.js';
 
+const execFileP = promisify(execFile);
 let registry: TestRegistry;
 let tp: TestPlatform;
 let org: TestOrg;
@@ -21,6 +30,23 @@ const req = (method: string, p: string, body?: unknown, token = org.token) =>
   tp.request(method, p, { token, body });
 
 const root = process.getuid?.() === 0;
+
+/** A bridge and network of this test file's own (removed at the end), so runs do not share one. */
+const net = { bridge: `pm${process.pid % 100000}`, octet: 30 + (process.pid % 200) };
+function platformConfig() {
+  return { machinesBridge: net.bridge, machinesCidr: `10.${net.octet}.0.0/16` };
+}
+
+/** Pids of a machine's processes: the members of its cgroup, found through /proc. */
+async function pidsOfMachine(machineId: string): Promise<number[]> {
+  const out: number[] = [];
+  for (const entry of await readdir('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    const cg = await readFile(`/proc/${entry}/cgroup`, 'utf8').catch(() => '');
+    if (cg.includes(`/${machineId}\n`) || cg.endsWith(`/${machineId}`)) out.push(Number(entry));
+  }
+  return out;
+}
 
 beforeAll(async () => {
   if (!root) return;
@@ -41,11 +67,7 @@ beforeAll(async () => {
   web = `${registry.host}/web:1`;
   crashy = `${registry.host}/crashy:1`;
   silent = `${registry.host}/silent:1`;
-  const n = process.pid % 200;
-  tp = await startTestPlatform({
-    machinesBridge: `pm${process.pid % 10000}`,
-    machinesCidr: `10.${30 + (n % 20)}.0.0/16`,
-  });
+  tp = await startTestPlatform(platformConfig());
   org = await tp.createOrg();
   expect((await req('POST', '/v1/apps', { name: 'site' })).status).toBe(201);
 }, 120_000);
@@ -57,6 +79,7 @@ afterAll(async () => {
   }
   await tp?.close();
   await registry?.stop();
+  await execFileP('ip', ['link', 'del', 'dev', net.bridge]).catch(() => undefined);
 });
 
 describe.skipIf(!root)('machines', () => {
@@ -187,6 +210,25 @@ describe.skipIf(!root)('machines', () => {
     expect(res.status).toBe(409);
     expect(res.body.code).toBe('volume-needs-single-machine');
     await req('POST', '/v1/apps/site/detach', { volume: 'site-data' });
+  });
+
+  it('keeps running across a restart of pier, and is started again if it died meanwhile', async () => {
+    const before = (await req('GET', `/v1/machines/${id}`)).body;
+    tp = await restartTestPlatform(tp, platformConfig());
+    expect((await req('GET', `/v1/machines/${id}`)).body.observedState).toBe('running');
+    expect(await (await fetch(`http://${before.privateIp}:3000/index.html`)).text()).toContain(
+      'hello',
+    );
+    // Killed while pier is down: the next start brings it back, as it is wanted running.
+    await tp.platform.close();
+    const pids = await pidsOfMachine(id);
+    for (const pid of pids) process.kill(pid, 'SIGKILL');
+    await waitFor(async () => (await pidsOfMachine(id)).length === 0, 'the machine to die');
+    tp = await startTestPlatform(platformConfig(), {}, { db: tp.db, dataDir: tp.dataDir });
+    expect((await req('GET', `/v1/machines/${id}`)).body.observedState).toBe('running');
+    expect(await (await fetch(`http://${before.privateIp}:3000/index.html`)).text()).toContain(
+      'hello',
+    );
   });
 
   it('destroys it: gone from the list, the state says deleted', async () => {
