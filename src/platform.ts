@@ -21,6 +21,7 @@ import { databaseJobs } from './services/databases/jobs.js';
 import { volumeJobs } from './services/volumes/jobs.js';
 import { machineJobs } from './services/machines/jobs.js';
 import { takeBackMachines } from './services/machines/upkeep.js';
+import { scheduleMetering } from './services/machines/metering.js';
 import { hostRuntime } from './runtime/host-runtime.js';
 import { scheduleDatabaseUpkeep, takeBackDatabases } from './services/databases/upkeep.js';
 import { blobStoreFromConfig } from './objects/blobs/config.js';
@@ -192,6 +193,8 @@ export async function startPlatform(config: Config, opts: PlatformOptions = {}):
     undo.push(async () => stopSchedule());
     await takeBackDatabases(ctx);
     await takeBackMachines(ctx);
+    const stopMetering = scheduleMetering(ctx);
+    undo.push(async () => stopMetering());
     dbHost.startTickers();
     const stopUpkeep = scheduleDatabaseUpkeep(ctx);
     undo.push(async () => stopUpkeep());

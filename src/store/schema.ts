@@ -341,6 +341,7 @@ export interface MachinesTable {
   create_boot_log: string | null;
   create_warning: string | null;
   ready_at: NullableTimestamp;
+  metered_at: NullableTimestamp;
   created_at: CreatedAt;
   updated_at: ColumnType<Date, Date | string | undefined, Date | string>;
 }

@@ -231,6 +231,23 @@ describe.skipIf(!root)('machines', () => {
     );
   });
 
+  it('books its running time as machine_running_seconds usage', async () => {
+    const { meterRunning } = await import('../../src/services/machines/metering.js');
+    await new Promise((r) => setTimeout(r, 1100));
+    await meterRunning(tp.platform.ctx.db);
+    const usage = await req('GET', '/v1/usage');
+    expect(usage.status).toBe(200);
+    const mine = usage.body.events.filter(
+      (e: { kind: string }) => e.kind === 'machine_running_seconds',
+    );
+    expect(mine.length).toBeGreaterThan(0);
+    const total = mine.reduce((n: number, e: { quantity: number }) => n + e.quantity, 0);
+    expect(total).toBeGreaterThan(1);
+    expect(usage.body).toMatchObject({ truncated: false, limit: 1000 });
+    const bad = await req('GET', '/v1/usage?from=2026-02-01T00:00:00Z&to=2026-01-01T00:00:00Z');
+    expect(bad.status).toBe(400);
+  });
+
   it('destroys it: gone from the list, the state says deleted', async () => {
     const res = await req('POST', `/v1/machines/${id}/destroy`);
     expect(res.body.observedState).toBe('deleted');

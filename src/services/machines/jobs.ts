@@ -39,6 +39,7 @@ export function machineJobs(get: () => ServiceContext) {
               boot_ms: bootMs,
               private_ip: privateIp,
               ready_at: new Date(),
+              metered_at: new Date(),
               updated_at: new Date(),
             })
             .where('id', '=', machineId)

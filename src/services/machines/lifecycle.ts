@@ -9,6 +9,7 @@ import { MachineStartError } from '../../runtime/runtime.js';
 import type { ServiceContext } from '../context.js';
 import { SUSPEND_MAX_MEMORY_MB } from '../../engines/host/sleep-policy.js';
 import { specOf } from './machines.js';
+import { meterRunning } from './metering.js';
 import { configOf, findMachine, toMachine, type Machine, type MachineRow } from './records.js';
 import { TARGET, VIA, judge, type MachineAction, type MachineState } from './states.js';
 
@@ -69,6 +70,8 @@ export async function machineAction(
 
 async function perform(ctx: ServiceContext, row: MachineRow, action: MachineAction) {
   const runtime = runtimeOf(ctx);
+  // Time up to a stop, suspend or destroy is booked before the machine leaves `running`.
+  if (action !== 'start' && row.observed_state === 'running') await meterRunning(ctx.db, row.id);
   try {
     if (action === 'destroy') {
       await runtime.destroy(row.id);
@@ -87,11 +90,15 @@ async function perform(ctx: ServiceContext, row: MachineRow, action: MachineActi
     }
     if (row.observed_state === 'suspended') {
       await runtime.resume(row.id);
-      await setState(ctx, row.id, 'running');
+      await setState(ctx, row.id, 'running', { metered_at: new Date() });
       return;
     }
     const { bootMs } = await runtime.start(await specOf(ctx, row));
-    await setState(ctx, row.id, 'running', { boot_ms: bootMs, ready_at: new Date() });
+    await setState(ctx, row.id, 'running', {
+      boot_ms: bootMs,
+      ready_at: new Date(),
+      metered_at: new Date(),
+    });
   } catch (err) {
     const code = err instanceof MachineStartError ? err.code : 'host-refused';
     await setState(ctx, row.id, 'failed', {

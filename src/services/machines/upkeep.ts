@@ -31,6 +31,12 @@ export async function takeBackMachines(ctx: ServiceContext): Promise<void> {
       if (row.desired_state === 'running' && !alive) {
         await runtime.start(await specOf(ctx, row));
         observed = 'running';
+        // The time it lay dead is not the customer's.
+        await ctx.db
+          .updateTable('machines')
+          .set({ metered_at: new Date() })
+          .where('id', '=', row.id)
+          .execute();
       } else if (row.desired_state === 'stopped' && alive) {
         await runtime.stop(await specOf(ctx, row));
         observed = 'stopped';

@@ -19,6 +19,8 @@ CREATE TABLE machines (
   create_boot_log   text,
   create_warning    text,
   ready_at          timestamptz,
+  -- Running time is booked up to here (usage events of kind machine_running_seconds).
+  metered_at        timestamptz,
   created_at        timestamptz NOT NULL DEFAULT now(),
   updated_at        timestamptz NOT NULL DEFAULT now()
 );

@@ -1,9 +1,10 @@
-/** Billing reads (spec 4.7): the credit account and its ledger. */
+/** Billing reads (spec 4.7): the credit account, its ledger, and metered usage. */
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { creditAccountSchema, getCreditAccount, ledgerOf } from '../../../services/billing.js';
 import { ledgerEntrySchema } from '../../../services/ledger.js';
+import { listUsage, usageListSchema, usageQuery } from '../../../services/usage.js';
 import type { AppDeps } from '../../app.js';
 import { principalOf } from '../../plugins/auth.js';
 import { auth } from '../../route-auth.js';
@@ -37,5 +38,16 @@ export function billingRoutes(root: FastifyInstance, { ctx }: AppDeps): void {
       },
     },
     handler: async (req) => ledgerOf(ctx, principalOf(req).orgId, req.query.limit),
+  });
+
+  app.get('/v1/usage', {
+    config: { auth: auth.F('AA') },
+    schema: {
+      tags: ['billing'],
+      summary: 'Metered usage events of a period (default: the last 30 days), oldest first',
+      querystring: usageQuery,
+      response: { 200: usageListSchema },
+    },
+    handler: async (req) => listUsage(ctx, principalOf(req).orgId, req.query),
   });
 }
