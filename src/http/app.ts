@@ -19,6 +19,8 @@ import { installObservability, newRequestId } from './plugins/observability.js';
 import { installValidation } from './plugins/validation.js';
 import { registerRoutes } from './routes/index.js';
 import { s3Gateway } from '../objects/gateway/plugin.js';
+import { AppProxy, proxyPlugin } from '../proxy/index.js';
+import { MachineTargets } from '../services/machines/proxy-targets.js';
 
 export interface AppDeps {
   config: Config;
@@ -69,6 +71,15 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   });
 
   await registerRoutes(app, deps);
+  // `Host: <app>.<public host>` goes to the app's machines, before any API routing.
+  proxyPlugin(
+    app,
+    new AppProxy({
+      publicHost: deps.config.publicUrl,
+      targets: new MachineTargets(deps.ctx),
+      log: deps.logger.child({ component: 'proxy' }),
+    }),
+  );
   await s3Gateway(app, deps.ctx);
   for (const family of deps.extraRoutes ?? []) family(app, deps);
   app.get('/v1/openapi.json', { config: { auth: 'public' }, schema: { hide: true } }, async () =>

@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { busyboxLayer, pushImage } from '../../src/runtime/images/build.test-helper.js';
 import { startRegistry, type TestRegistry } from '../helpers/registry.js';
 import { execFile } from 'node:child_process';
+import http from 'node:http';
 import { readdir, readFile } from 'node:fs/promises';
 import { promisify } from 'node:util';
 import {
@@ -35,6 +36,22 @@ const root = process.getuid?.() === 0;
 const net = { bridge: `pm${process.pid % 100000}`, octet: 30 + (process.pid % 200) };
 function platformConfig() {
   return { machinesBridge: net.bridge, machinesCidr: `10.${net.octet}.0.0/16` };
+}
+
+/** A GET with a Host header of our choosing (fetch may not set Host). */
+function viaProxy(
+  path: string,
+  host = 'site.127.0.0.1',
+): Promise<{ status: number; text: string }> {
+  return new Promise((resolve, reject) => {
+    const r = http.get(`${tp.url}${path}`, { headers: { host } }, (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (c: string) => (text += c));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
+    });
+    r.on('error', reject);
+  });
 }
 
 /** Pids of a machine's processes: the members of its cgroup, found through /proc. */
@@ -128,6 +145,19 @@ describe.skipIf(!root)('machines', () => {
     expect(resumed.body.observedState).toBe('running');
     const ip = resumed.body.privateIp;
     expect(await (await fetch(`http://${ip}:3000/index.html`)).text()).toContain('hello');
+  });
+
+  it('answers on the app default address through the proxy, and wakes a suspended machine', async () => {
+    const res = await viaProxy('/index.html');
+    expect(res.status).toBe(200);
+    expect(res.text).toBe('hello from a machine\n');
+    expect((await viaProxy('/index.html', 'nope.127.0.0.1')).status).toBe(404);
+    // The API itself still answers on its own host.
+    expect((await fetch(`${tp.url}/healthz`)).status).toBe(200);
+    expect((await req('POST', `/v1/machines/${id}/suspend`)).body.observedState).toBe('suspended');
+    const woken = await viaProxy('/index.html');
+    expect(woken.status).toBe(200);
+    expect((await req('GET', `/v1/machines/${id}`)).body.observedState).toBe('running');
   });
 
   it('creates without waiting (202) and waits on the wait route', async () => {
