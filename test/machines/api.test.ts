@@ -233,6 +233,30 @@ describe.skipIf(!root)('machines', () => {
     expect(bad.status).toBe(400);
   });
 
+  it('makes a volume with volumeGb and mounts it at /data', async () => {
+    await req('POST', '/v1/apps', { name: 'keeper' });
+    const res = await req('POST', '/v1/apps/keeper/machines', {
+      image: silent,
+      readiness: 'boot',
+      volumeGb: 1,
+      start: 'echo kept > /data/proof; sleep 3600',
+    });
+    expect(res.status, JSON.stringify(res.body)).toBe(201);
+    const vols = (await req('GET', '/v1/volumes')).body;
+    const vol = vols.find((v: { name: string }) => v.name === 'keeper-data');
+    expect(vol).toMatchObject({ appName: 'keeper', sizeGb: 1, mountPath: '/data' });
+    const { pool } = await tp.platform.ctx.pool.get();
+    const info = await pool.info(`v-${vol.id.replace(/^vol-/, '')}`);
+    await waitFor(
+      async () => (await readFile(`${info!.path}/proof`, 'utf8').catch(() => '')) === 'kept\n',
+      'the file written on the volume',
+    );
+    const second = await req('POST', '/v1/apps/keeper/machines', { image: silent });
+    expect(second.status).toBe(409);
+    expect(second.body.code).toBe('volume-needs-single-machine');
+    await req('POST', `/v1/machines/${res.body.id}/destroy`);
+  });
+
   it('runs exactly one machine for an app with a volume', async () => {
     await req('POST', '/v1/volumes', { name: 'site-data' });
     await req('POST', '/v1/apps/site/attach', { volume: 'site-data' });

@@ -9,7 +9,10 @@ import { enqueue } from '../../jobs/queue.js';
 import type { MachineSpec } from '../../runtime/runtime.js';
 import { findApp } from '../apps.js';
 import type { ServiceContext } from '../context.js';
+import { nameAvailability } from '../names.js';
 import { revealSecrets } from '../secrets.js';
+import { attachVolume } from '../volumes/attachments.js';
+import { createVolume } from '../volumes/volumes.js';
 import { withDefaults, type MachineConfig, type MachineConfigInput } from './config-schema.js';
 import {
   configOf,
@@ -36,6 +39,8 @@ export async function createMachine(
   }
   const config = withDefaults(body);
   const id = newId('mch');
+  // volumeGb makes the app's volume first (mounted at /data), unless the app has one.
+  if (body.volumeGb !== undefined) await ensureAppVolume(ctx, orgId, appName, body.volumeGb);
   const row = await ctx.db.transaction().execute(async (tx) => {
     const app = await findApp(tx, orgId, appName, { lock: true });
     const volumes = await tx
@@ -43,7 +48,7 @@ export async function createMachine(
       .select('id')
       .where('app_id', '=', app.id)
       .execute();
-    if (volumes.length > 0 || body.volumeGb !== undefined) {
+    if (volumes.length > 0) {
       const live = await tx
         .selectFrom('machines')
         .select('id')
@@ -97,6 +102,36 @@ export async function createMachine(
     });
   }
   return { machine: toMachine(done), waited: true };
+}
+
+/**
+ * Gives the app a volume of `sizeGb` named `<app>-data` (or `<app>-data-2`, … when taken),
+ * attached to it, unless it has one already (then that one is used).
+ */
+async function ensureAppVolume(
+  ctx: ServiceContext,
+  orgId: string,
+  appName: string,
+  sizeGb: number,
+) {
+  const app = await findApp(ctx.db, orgId, appName);
+  const has = await ctx.db
+    .selectFrom('volumes')
+    .select('id')
+    .where('app_id', '=', app.id)
+    .executeTakeFirst();
+  if (has) return;
+  for (let n = 1; n <= 20; n++) {
+    const name = `${appName.slice(0, 50)}-data${n > 1 ? `-${n}` : ''}`;
+    if (await nameAvailability(ctx.db, orgId, name)) continue;
+    await createVolume(ctx, orgId, { name, sizeGb });
+    await attachVolume(ctx, orgId, appName, name);
+    return;
+  }
+  throw new ApiError(
+    'conflict',
+    `No free name for a volume of '${appName}'; create one and attach it.`,
+  );
 }
 
 export async function listMachines(ctx: ServiceContext, orgId: string, appName: string) {
