@@ -22,6 +22,7 @@ import { volumeJobs } from './services/volumes/jobs.js';
 import { machineJobs } from './services/machines/jobs.js';
 import { takeBackMachines } from './services/machines/upkeep.js';
 import { scheduleMetering } from './services/machines/metering.js';
+import { scheduleSupervision } from './services/machines/supervise.js';
 import { hostRuntime } from './runtime/host-runtime.js';
 import { scheduleDatabaseUpkeep, takeBackDatabases } from './services/databases/upkeep.js';
 import { blobStoreFromConfig } from './objects/blobs/config.js';
@@ -195,6 +196,8 @@ export async function startPlatform(config: Config, opts: PlatformOptions = {}):
     await takeBackMachines(ctx);
     const stopMetering = scheduleMetering(ctx);
     undo.push(async () => stopMetering());
+    const stopSupervision = scheduleSupervision(ctx);
+    undo.push(async () => stopSupervision());
     dbHost.startTickers();
     const stopUpkeep = scheduleDatabaseUpkeep(ctx);
     undo.push(async () => stopUpkeep());

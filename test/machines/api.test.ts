@@ -233,6 +233,41 @@ describe.skipIf(!root)('machines', () => {
     expect(bad.status).toBe(400);
   });
 
+  it('restarts a crashed machine by its policy: always by default, never, on-failure with retries', async () => {
+    const make = async (restart?: object) => {
+      const res = await req('POST', '/v1/apps/site/machines', {
+        image: silent,
+        readiness: 'boot',
+        start: 'sleep 1; exit 7',
+        ...(restart ? { restart } : {}),
+      });
+      expect(res.status, JSON.stringify(res.body)).toBe(201);
+      return res.body.id as string;
+    };
+    const [always, never, once] = await Promise.all([
+      make(),
+      make({ policy: 'never' }),
+      make({ policy: 'on-failure', retries: 1 }),
+    ]);
+    const machine = async (mid: string) => (await req('GET', `/v1/machines/${mid}`)).body;
+    await waitFor(async () => (await machine(always)).restarts >= 2, 'two restarts', 30_000);
+    const n = await waitFor(async () => {
+      const m = await machine(never);
+      return m.observedState === 'failed' ? m : undefined;
+    }, 'the never machine to fail');
+    expect(n).toMatchObject({ restarts: 0, createError: 'the process exited with code 7' });
+    const o = await waitFor(
+      async () => {
+        const m = await machine(once);
+        return m.observedState === 'failed' ? m : undefined;
+      },
+      'the on-failure machine to give up',
+      30_000,
+    );
+    expect(o.restarts).toBe(1);
+    for (const mid of [always, never, once]) await req('POST', `/v1/machines/${mid}/destroy`);
+  });
+
   it('makes a volume with volumeGb and mounts it at /data', async () => {
     await req('POST', '/v1/apps', { name: 'keeper' });
     const res = await req('POST', '/v1/apps/keeper/machines', {
