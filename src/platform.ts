@@ -23,6 +23,7 @@ import { machineJobs } from './services/machines/jobs.js';
 import { takeBackMachines } from './services/machines/upkeep.js';
 import { scheduleMetering } from './services/machines/metering.js';
 import { scheduleSupervision } from './services/machines/supervise.js';
+import { scheduleMachineSleep } from './services/machines/sleep.js';
 import { hostRuntime } from './runtime/host-runtime.js';
 import { scheduleDatabaseUpkeep, takeBackDatabases } from './services/databases/upkeep.js';
 import { blobStoreFromConfig } from './objects/blobs/config.js';
@@ -198,6 +199,8 @@ export async function startPlatform(config: Config, opts: PlatformOptions = {}):
     undo.push(async () => stopMetering());
     const stopSupervision = scheduleSupervision(ctx);
     undo.push(async () => stopSupervision());
+    const stopMachineSleep = scheduleMachineSleep(ctx);
+    undo.push(async () => stopMachineSleep());
     dbHost.startTickers();
     const stopUpkeep = scheduleDatabaseUpkeep(ctx);
     undo.push(async () => stopUpkeep());

@@ -91,8 +91,11 @@ beforeAll(async () => {
 
 afterAll(async () => {
   if (!root) return;
-  for (const m of (await req('GET', '/v1/apps/site/machines')).body ?? []) {
-    await req('POST', `/v1/machines/${m.id}/destroy`);
+  // Every machine of every app, also when a test failed before destroying its own.
+  for (const a of (await req('GET', '/v1/apps')).body ?? []) {
+    for (const m of (await req('GET', `/v1/apps/${a.name}/machines`)).body ?? []) {
+      await req('POST', `/v1/machines/${m.id}/destroy`);
+    }
   }
   await tp?.close();
   await registry?.stop();
@@ -266,6 +269,42 @@ describe.skipIf(!root)('machines', () => {
     );
     expect(o.restarts).toBe(1);
     for (const mid of [always, never, once]) await req('POST', `/v1/machines/${mid}/destroy`);
+  });
+
+  it('sleeps by its policy and wakes on the next request through the proxy', async () => {
+    await req('POST', '/v1/apps', { name: 'napper' });
+    await req('POST', '/v1/apps', { name: 'halter' });
+    const [nap, halt] = await Promise.all([
+      req('POST', '/v1/apps/napper/machines', {
+        image: web,
+        suspendPolicy: { mode: 'suspend', idleSeconds: 10 },
+      }),
+      req('POST', '/v1/apps/halter/machines', {
+        image: web,
+        suspendPolicy: { mode: 'stop', idleSeconds: 10 },
+      }),
+    ]);
+    expect(nap.status).toBe(201);
+    expect(halt.status).toBe(201);
+    const state = async (mid: string) => (await req('GET', `/v1/machines/${mid}`)).body;
+    await waitFor(
+      async () =>
+        (await state(nap.body.id)).observedState === 'suspended' &&
+        (await state(halt.body.id)).observedState === 'stopped',
+      'both to sleep',
+      25_000,
+    );
+    expect((await state(halt.body.id)).desiredState).toBe('running');
+    for (const [app, mid] of [
+      ['napper', nap.body.id],
+      ['halter', halt.body.id],
+    ]) {
+      const res = await viaProxy('/index.html', `${app}.127.0.0.1`);
+      expect(res.status).toBe(200);
+      expect(res.text).toContain('hello');
+      expect((await state(mid)).observedState).toBe('running');
+      await req('POST', `/v1/machines/${mid}/destroy`);
+    }
   });
 
   it('makes a volume with volumeGb and mounts it at /data', async () => {

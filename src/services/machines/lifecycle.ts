@@ -39,6 +39,8 @@ export async function machineAction(
   orgId: string,
   id: string,
   action: MachineAction,
+  /** The sleep policy puts machines to sleep without changing what is wanted: running. */
+  opts: { keepDesired?: boolean } = {},
 ): Promise<Machine> {
   const row = await findMachine(ctx.db, orgId, id);
   const verdict = judge(action, row.observed_state as MachineState);
@@ -55,7 +57,7 @@ export async function machineAction(
     .updateTable('machines')
     .set({
       observed_state: VIA[effective],
-      desired_state: TARGET[effective],
+      ...(opts.keepDesired ? {} : { desired_state: TARGET[effective] }),
       updated_at: new Date(),
     })
     .where('id', '=', id)

@@ -8,17 +8,24 @@ import type { ProxyTarget, ProxyTargets } from '../../proxy/index.js';
 import type { ServiceContext } from '../context.js';
 import { machineAction, runtimeOf } from './lifecycle.js';
 import { configOf, machinesQuery } from './records.js';
+import { activityOf } from './sleep.js';
 
 export class MachineTargets implements ProxyTargets {
-  /** When each machine last served a request (for the sleep policy of machines). */
-  readonly lastRequestAt = new Map<string, number>();
-
   constructor(private readonly ctx: ServiceContext) {}
 
   async resolve(app: string, port?: number): Promise<ProxyTarget[] | undefined> {
     const rows = await machinesQuery(this.ctx.db)
       .where('apps.name', '=', app)
-      .where('machines.observed_state', 'in', ['running', 'suspended'])
+      .where((eb) =>
+        eb.or([
+          eb('machines.observed_state', 'in', ['running', 'suspended']),
+          // Stopped by its sleep policy: still wanted running, so a request starts it.
+          eb.and([
+            eb('machines.observed_state', '=', 'stopped'),
+            eb('machines.desired_state', '=', 'running'),
+          ]),
+        ]),
+      )
       .orderBy('machines.created_at')
       .execute();
     const appExists =
@@ -40,7 +47,7 @@ export class MachineTargets implements ProxyTargets {
         machineId: row.id,
         host: address.host,
         port: address.port,
-        state: row.observed_state === 'suspended' ? 'suspended' : 'running',
+        state: row.observed_state as ProxyTarget['state'],
       });
     }
     // A port no machine exposes is not an address of the app.
@@ -56,6 +63,6 @@ export class MachineTargets implements ProxyTargets {
   }
 
   touch(machineId: string): void {
-    this.lastRequestAt.set(machineId, Date.now());
+    activityOf(this.ctx).set(machineId, Date.now());
   }
 }
