@@ -137,21 +137,5 @@ export async function makeRuntimeBed(tag: string, cidr: string): Promise<Runtime
   };
 }
 
-/** The busybox layer with everything the tests run. */
-export const busybox = () =>
-  busyboxLayer([
-    'sh',
-    'ls',
-    'cat',
-    'echo',
-    'env',
-    'id',
-    'sleep',
-    'httpd',
-    'wget',
-    'mkdir',
-    'rm',
-    'touch',
-    'true',
-    'false',
-  ]);
+/** The busybox layer with everything the tests run (the default applets). */
+export const busybox = () => busyboxLayer();
