@@ -10,7 +10,7 @@ import { installObservability } from '../http/plugins/observability.js';
 import { AppProxy } from './app-proxy.js';
 import { proxyPlugin } from './fastify.js';
 import {
-  FakeTargets,
+  ScriptedTargets,
   closeAll,
   listen,
   machine,
@@ -30,7 +30,7 @@ afterEach(async () => {
  * pier's error renderer and /healthz, a route guarded like the auth plugin guards
  * (a route-level onRequest hook), a tiny body limit, and the proxy.
  */
-async function apiWithProxy(targets: FakeTargets, pluginFirst: boolean) {
+async function apiWithProxy(targets: ScriptedTargets, pluginFirst: boolean) {
   const proxy = new AppProxy({ publicHost: 'http://127.0.0.1:8080', targets, log: memoryLog() });
   const api = Fastify({
     bodyLimit: 1024,
@@ -73,7 +73,7 @@ async function reporter() {
 
 describe.each([true, false])('proxyPlugin (registered first: %s)', (pluginFirst) => {
   it('proxies app hosts, API routes included, past auth and body parsing', async () => {
-    const targets = new FakeTargets();
+    const targets = new ScriptedTargets();
     const m = await reporter();
     targets.apps.set('shop', [target('m1', m.port)]);
     const port = await apiWithProxy(targets, pluginFirst);
@@ -100,7 +100,7 @@ describe.each([true, false])('proxyPlugin (registered first: %s)', (pluginFirst)
   });
 
   it('leaves the API host to the API', async () => {
-    const port = await apiWithProxy(new FakeTargets(), pluginFirst);
+    const port = await apiWithProxy(new ScriptedTargets(), pluginFirst);
     const healthz = await send(port, '127.0.0.1:8080', { path: '/healthz' });
     expect(healthz.status).toBe(200);
     expect(healthz.json()).toEqual({ ok: true });
@@ -112,7 +112,7 @@ describe.each([true, false])('proxyPlugin (registered first: %s)', (pluginFirst)
   });
 
   it('tunnels upgrades of app hosts; API-host upgrades still reach the API', async () => {
-    const targets = new FakeTargets();
+    const targets = new ScriptedTargets();
     const server = http.createServer();
     server.on('upgrade', (_req, socket: net.Socket) => {
       socket.write(
@@ -152,7 +152,7 @@ describe.each([true, false])('proxyPlugin (registered first: %s)', (pluginFirst)
   });
 
   it('lets a proxied request in flight finish when the app closes', async () => {
-    const targets = new FakeTargets();
+    const targets = new ScriptedTargets();
     const slow = await machine((_req, res) => setTimeout(() => res.end('finished'), 300));
     targets.apps.set('shop', [target('m1', slow.port)]);
     const port = await apiWithProxy(targets, pluginFirst);

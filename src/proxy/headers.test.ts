@@ -4,7 +4,7 @@ import net from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { endToEnd } from './headers.js';
 import {
-  FakeTargets,
+  ScriptedTargets,
   closeAll,
   front,
   listen,
@@ -51,7 +51,7 @@ describe('endToEnd', () => {
 
 describe('request headers', () => {
   it('passes Host, sets X-Forwarded-*, drops hop-by-hop and spoofed forwarding', async () => {
-    const targets = new FakeTargets();
+    const targets = new ScriptedTargets();
     const m = await mirror();
     targets.apps.set('shop', [target('m1', m.port)]);
     const { port } = await front(targets);
@@ -85,7 +85,7 @@ describe('request headers', () => {
   });
 
   it('appends to X-Forwarded-For behind a trusted balancer', async () => {
-    const targets = new FakeTargets();
+    const targets = new ScriptedTargets();
     const m = await mirror();
     targets.apps.set('shop', [target('m1', m.port)]);
     const { port } = await front(targets, { trustForwarded: true });
@@ -103,7 +103,7 @@ describe('request headers', () => {
   });
 
   it('keeps the method, path and query', async () => {
-    const targets = new FakeTargets();
+    const targets = new ScriptedTargets();
     const m = await machine((req, res) => res.end(`${req.method} ${req.url}`));
     targets.apps.set('shop', [target('m1', m.port)]);
     const { port } = await front(targets);
@@ -114,7 +114,7 @@ describe('request headers', () => {
 
 describe('response headers', () => {
   it('keeps status, duplicates and cookies; drops hop-by-hop', async () => {
-    const targets = new FakeTargets();
+    const targets = new ScriptedTargets();
     // A raw machine, so the answer carries exactly the headers we write.
     const raw = net.createServer((socket) => {
       socket.once('data', () => {

@@ -1,6 +1,6 @@
 /**
  * Test fixtures of the proxy: real upstream HTTP servers on 127.0.0.1 playing machines,
- * a fake `ProxyTargets` over them, a front server running an AppProxy, and a small
+ * a scripted `ProxyTargets` over them, a front server running an AppProxy, and a small
  * client. Everything started is closed by `closeAll` (call it in afterEach).
  */
 import { once } from 'node:events';
@@ -61,8 +61,12 @@ export async function deadPort(): Promise<number> {
   return port;
 }
 
-/** The fake seam: apps are a map the test edits; wake and touch are recorded. */
-export class FakeTargets implements ProxyTargets {
+/**
+ * The proxy's seam as the test scripts it (apps are a map the test edits; wake and touch
+ * are recorded) in front of real upstream servers. The machines behind the real seam are
+ * tested end to end in test/machines/api.test.ts.
+ */
+export class ScriptedTargets implements ProxyTargets {
   readonly apps = new Map<string, ProxyTarget[]>();
   /** Exposed ports: `app:port` → machines. */
   readonly exposed = new Map<string, ProxyTarget[]>();

@@ -1,7 +1,7 @@
 /** Choosing machines and answering failures, over real sockets. */
 import { afterEach, describe, expect, it } from 'vitest';
 import {
-  FakeTargets,
+  ScriptedTargets,
   closeAll,
   deadPort,
   front,
@@ -19,7 +19,7 @@ async function named(name: string) {
 
 describe('Host routing', () => {
   it('sends app hosts to the app and leaves the API host and other domains alone', async () => {
-    const targets = new FakeTargets();
+    const targets = new ScriptedTargets();
     const m = await named('shop-machine');
     targets.apps.set('shop', [target('m1', m.port)]);
     const { port } = await front(targets);
@@ -32,7 +32,7 @@ describe('Host routing', () => {
   });
 
   it('answers 404 not-found for an unknown app', async () => {
-    const { port } = await front(new FakeTargets());
+    const { port } = await front(new ScriptedTargets());
     const res = await send(port, 'ghost.pier.test');
     expect(res.status).toBe(404);
     expect(res.headers['content-type']).toMatch(/^application\/json/);
@@ -40,7 +40,7 @@ describe('Host routing', () => {
   });
 
   it('reaches an exposed port at <port>.<app>.<public host>', async () => {
-    const targets = new FakeTargets();
+    const targets = new ScriptedTargets();
     const web = await named('web');
     const admin = await named('admin-port');
     targets.apps.set('shop', [target('m1', web.port)]);
@@ -57,7 +57,7 @@ describe('Host routing', () => {
 
 describe('choosing a machine', () => {
   it('takes turns across running machines', async () => {
-    const targets = new FakeTargets();
+    const targets = new ScriptedTargets();
     const a = await named('a');
     const b = await named('b');
     targets.apps.set('shop', [target('ma', a.port), target('mb', b.port)]);
@@ -73,7 +73,7 @@ describe('choosing a machine', () => {
   });
 
   it('skips a machine that refuses the connection, body intact', async () => {
-    const targets = new FakeTargets();
+    const targets = new ScriptedTargets();
     const ok = await machine((req, res) => {
       let body = '';
       req.on('data', (c) => (body += c));
@@ -92,7 +92,7 @@ describe('choosing a machine', () => {
   });
 
   it('answers 502 upstream-failed when every machine refuses', async () => {
-    const targets = new FakeTargets();
+    const targets = new ScriptedTargets();
     targets.apps.set('shop', [target('d1', await deadPort()), target('d2', await deadPort())]);
     const { port } = await front(targets);
     const res = await send(port, 'shop.pier.test');
@@ -101,7 +101,7 @@ describe('choosing a machine', () => {
   });
 
   it('wakes a suspended machine and serves the request', async () => {
-    const targets = new FakeTargets();
+    const targets = new ScriptedTargets();
     const m = await named('awake');
     targets.apps.set('shop', [target('m1', m.port, 'suspended')]);
     targets.wakeImpl = async (t) => {
@@ -120,7 +120,7 @@ describe('choosing a machine', () => {
   });
 
   it('wakes a sleeper when the running machines refuse', async () => {
-    const targets = new FakeTargets();
+    const targets = new ScriptedTargets();
     const m = await named('sleeper');
     targets.apps.set('shop', [target('dead', await deadPort()), target('m1', m.port, 'suspended')]);
     const { port } = await front(targets);
@@ -129,7 +129,7 @@ describe('choosing a machine', () => {
   });
 
   it('connects to the address a woken machine comes back on', async () => {
-    const targets = new FakeTargets();
+    const targets = new ScriptedTargets();
     const m = await named('moved');
     const t = target('m1', await deadPort(), 'stopped');
     targets.apps.set('shop', [t]);
@@ -141,7 +141,7 @@ describe('choosing a machine', () => {
   });
 
   it('answers 503 unavailable when the app has no machine', async () => {
-    const targets = new FakeTargets();
+    const targets = new ScriptedTargets();
     targets.apps.set('shop', []);
     const { port } = await front(targets);
     const res = await send(port, 'shop.pier.test');
@@ -150,7 +150,7 @@ describe('choosing a machine', () => {
   });
 
   it('answers 503 unavailable when the wake fails', async () => {
-    const targets = new FakeTargets();
+    const targets = new ScriptedTargets();
     targets.apps.set('shop', [target('m1', await deadPort(), 'stopped')]);
     targets.wakeImpl = async () => {
       throw new Error('stopped machines stay stopped');
@@ -163,7 +163,7 @@ describe('choosing a machine', () => {
   });
 
   it('answers 503 when looking the app up fails', async () => {
-    const targets = new FakeTargets();
+    const targets = new ScriptedTargets();
     targets.resolve = async () => {
       throw new Error('database down');
     };
@@ -176,7 +176,7 @@ describe('choosing a machine', () => {
 
 describe('timeouts and broken machines', () => {
   it('answers 504 upstream-timeout when the machine does not answer', async () => {
-    const targets = new FakeTargets();
+    const targets = new ScriptedTargets();
     const silent = await machine(() => undefined);
     targets.apps.set('shop', [target('m1', silent.port)]);
     const { port } = await front(targets, { responseTimeoutMs: 200 });
@@ -188,7 +188,7 @@ describe('timeouts and broken machines', () => {
   });
 
   it('answers 502 when the machine hangs up without an answer', async () => {
-    const targets = new FakeTargets();
+    const targets = new ScriptedTargets();
     const rude = await machine((req) => req.socket.destroy());
     targets.apps.set('shop', [target('m1', rude.port)]);
     const { port } = await front(targets);
@@ -198,7 +198,7 @@ describe('timeouts and broken machines', () => {
   });
 
   it('cuts the client off when the machine dies mid-answer', async () => {
-    const targets = new FakeTargets();
+    const targets = new ScriptedTargets();
     const dying = await machine((req, res) => {
       res.writeHead(200, { 'content-length': '100' });
       res.write('partial');
@@ -210,7 +210,7 @@ describe('timeouts and broken machines', () => {
   });
 
   it('retries a GET whose kept-alive connection the machine drops on reuse', async () => {
-    const targets = new FakeTargets();
+    const targets = new ScriptedTargets();
     // Each connection serves one answer, then drops on the next request: the race of a
     // machine closing an idle connection just as the proxy reuses it, made certain.
     let connections = 0;
@@ -231,7 +231,7 @@ describe('timeouts and broken machines', () => {
   });
 
   it('does not replay a request with a body on a dropped connection', async () => {
-    const targets = new FakeTargets();
+    const targets = new ScriptedTargets();
     const m = await machine((req, res) => {
       const socket = req.socket as typeof req.socket & { served?: boolean };
       if (socket.served) {

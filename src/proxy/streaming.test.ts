@@ -2,7 +2,7 @@
 import { createHash } from 'node:crypto';
 import http from 'node:http';
 import { afterEach, describe, expect, it } from 'vitest';
-import { FakeTargets, closeAll, front, machine, target } from './proxy.test-helper.js';
+import { ScriptedTargets, closeAll, front, machine, target } from './proxy.test-helper.js';
 
 afterEach(closeAll);
 
@@ -15,7 +15,7 @@ function write(stream: NodeJS.WritableStream, data: Buffer): Promise<void> {
 
 describe('streaming', () => {
   it('echoes 20 MB while the upload is still going (no buffering either way)', async () => {
-    const targets = new FakeTargets();
+    const targets = new ScriptedTargets();
     const m = await machine((req, res) => req.pipe(res));
     targets.apps.set('echo', [target('m1', m.port)]);
     const { port } = await front(targets);
@@ -68,7 +68,7 @@ describe('streaming', () => {
   });
 
   it('holds the machine back while the client does not read (backpressure)', async () => {
-    const targets = new FakeTargets();
+    const targets = new ScriptedTargets();
     const total = 64 * MB;
     let pushed = 0;
     const m = await machine(async (_req, res) => {
@@ -102,7 +102,7 @@ describe('streaming', () => {
   });
 
   it('times only the wait for the answer, not a slow upload or a long answer', async () => {
-    const targets = new FakeTargets();
+    const targets = new ScriptedTargets();
     const m = await machine((req, res) => {
       req.pipe(res, { end: false });
       // The answer goes on well past the response timeout after the upload ended.
@@ -140,7 +140,7 @@ describe('streaming', () => {
   });
 
   it('downloads 20 MB intact', async () => {
-    const targets = new FakeTargets();
+    const targets = new ScriptedTargets();
     const body = Buffer.alloc(20 * MB);
     for (let i = 0; i < body.length; i += 4096) body.writeUInt32BE(i, i);
     const m = await machine((_req, res) => res.end(body));

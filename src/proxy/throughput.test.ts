@@ -4,7 +4,7 @@
  */
 import http from 'node:http';
 import { afterEach, describe, expect, it } from 'vitest';
-import { FakeTargets, closeAll, front, machine, target } from './proxy.test-helper.js';
+import { ScriptedTargets, closeAll, front, machine, target } from './proxy.test-helper.js';
 
 afterEach(closeAll);
 
@@ -37,7 +37,7 @@ async function run(port: number, host: string): Promise<number> {
 
 describe('throughput', () => {
   it('measures small requests direct and through the proxy', async () => {
-    const targets = new FakeTargets();
+    const targets = new ScriptedTargets();
     const m = await machine((_req, res) => {
       res.setHeader('content-type', 'text/plain');
       res.end('hello');

@@ -1,7 +1,7 @@
 /**
  * The proxy's seam to the rest of pier: it asks `ProxyTargets` where an app's machines
  * are and never learns about apps, organizations or runtimes itself. The machines
- * service implements it; tests use a fake over plain HTTP servers.
+ * service implements it; unit tests script it over plain HTTP servers; test/machines drives the real one.
  */
 
 /** One machine that can serve the port asked for, as the platform sees it now. */

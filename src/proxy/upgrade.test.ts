@@ -4,7 +4,7 @@ import { once } from 'node:events';
 import http from 'node:http';
 import net from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { FakeTargets, closeAll, deadPort, front, listen, target } from './proxy.test-helper.js';
+import { ScriptedTargets, closeAll, deadPort, front, listen, target } from './proxy.test-helper.js';
 
 afterEach(closeAll);
 
@@ -79,7 +79,7 @@ async function readAll(socket: net.Socket, already: Buffer): Promise<string> {
 
 describe('WebSocket upgrades', () => {
   it('tunnels the handshake and frames both ways', async () => {
-    const targets = new FakeTargets();
+    const targets = new ScriptedTargets();
     const m = await wsMachine('m1');
     targets.apps.set('chat', [target('m1', m.port)]);
     const { port } = await front(targets);
@@ -107,7 +107,7 @@ describe('WebSocket upgrades', () => {
   });
 
   it('takes turns across machines and skips a dead one', async () => {
-    const targets = new FakeTargets();
+    const targets = new ScriptedTargets();
     const a = await wsMachine('a');
     const b = await wsMachine('b');
     targets.apps.set('chat', [
@@ -130,7 +130,7 @@ describe('WebSocket upgrades', () => {
   });
 
   it('wakes a suspended machine for an upgrade', async () => {
-    const targets = new FakeTargets();
+    const targets = new ScriptedTargets();
     const m = await wsMachine('m1');
     targets.apps.set('chat', [target('m1', m.port, 'suspended')]);
     const { port } = await front(targets);
@@ -141,7 +141,7 @@ describe('WebSocket upgrades', () => {
   });
 
   it("passes the machine's refusal through", async () => {
-    const targets = new FakeTargets();
+    const targets = new ScriptedTargets();
     const m = await wsMachine('m1');
     targets.apps.set('chat', [target('m1', m.port)]);
     const { port } = await front(targets);
@@ -150,7 +150,7 @@ describe('WebSocket upgrades', () => {
   });
 
   it('answers JSON errors on the raw socket', async () => {
-    const targets = new FakeTargets();
+    const targets = new ScriptedTargets();
     targets.apps.set('empty', []);
     const silent = net.createServer(() => undefined);
     targets.apps.set('silent', [target('s1', await listen(silent))]);
@@ -173,7 +173,7 @@ describe('WebSocket upgrades', () => {
   });
 
   it('closes the client when the machine closes, and the machine when the client does', async () => {
-    const targets = new FakeTargets();
+    const targets = new ScriptedTargets();
     const machineSockets: net.Socket[] = [];
     const server = http.createServer();
     server.on('upgrade', (_req, socket: net.Socket) => {

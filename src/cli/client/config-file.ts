@@ -3,10 +3,10 @@
  * This is the client's own configuration, so unlike the server it reads `process.env`
  * itself (the server's config goes through src/config.ts only).
  */
-import { chmod, mkdir, readFile, rename, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { CliError } from './errors.js';
+import { readJsonObject, writePrivateJson } from './private-json.js';
 
 /** The default `pier serve` listen address (CONTRACT 1). */
 export const DEFAULT_API_URL = 'http://127.0.0.1:8080';
@@ -36,45 +36,19 @@ export function configPath(env: Env = process.env): string {
 
 /** Reads the config file; a missing file is an empty config, a broken one is an error. */
 export async function readConfigFile(file: string = configPath()): Promise<ConfigFile> {
-  let text: string;
-  try {
-    text = await readFile(file, 'utf8');
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return {};
-    throw new CliError(`cannot read ${file}: ${(err as Error).message}`);
-  }
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(text);
-  } catch {
-    throw new CliError(`${file} is not valid JSON; fix or remove it`);
-  }
-  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
-    throw new CliError(`${file} must hold a JSON object`);
-  }
-  const obj = parsed as Record<string, unknown>;
+  const obj = await readJsonObject(file);
   const config: ConfigFile = {};
   if (typeof obj.apiUrl === 'string') config.apiUrl = obj.apiUrl;
   if (typeof obj.apiKey === 'string') config.apiKey = obj.apiKey;
   return config;
 }
 
-/**
- * Writes the config file with mode 0600 in a directory created 0700: it holds a
- * full-access key. The write goes to a temporary file renamed into place, so a crash
- * never leaves half a file, and the key is never readable by others even for a moment.
- */
+/** Writes the config file (it holds a full-access key): 0600, atomically. */
 export async function writeConfigFile(
   config: ConfigFile,
   file: string = configPath(),
 ): Promise<void> {
-  const dir = path.dirname(file);
-  await mkdir(dir, { recursive: true, mode: 0o700 });
-  const tmp = path.join(dir, `.${path.basename(file)}.${process.pid}.tmp`);
-  await writeFile(tmp, `${JSON.stringify(config, null, 2)}\n`, { mode: 0o600 });
-  // The umask cannot widen 0600, but an old file left by someone else might be wider.
-  await chmod(tmp, 0o600);
-  await rename(tmp, file);
+  await writePrivateJson(file, config);
 }
 
 /** Checks and normalizes an API address (no trailing slash, http or https only). */

@@ -4,11 +4,9 @@
  * the CLI has: it is written 0600 like the config file, and keyed by API address as well
  * as name, because two pier installations can each have a database called `main`.
  */
-import { randomBytes } from 'node:crypto';
-import { chmod, mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { configPath } from './config-file.js';
-import { CliError } from './errors.js';
+import { isRecord, readJsonObject, writePrivateJson } from './private-json.js';
 
 /** API address → database name → URL. */
 type SavedUrls = Record<string, Record<string, string>>;
@@ -57,23 +55,8 @@ export async function forgetUrl(
 
 /** Reads the store; a missing file is empty, a broken one is an error (never overwritten). */
 async function readStore(file: string): Promise<SavedUrls> {
-  let text: string;
-  try {
-    text = await readFile(file, 'utf8');
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return {};
-    throw new CliError(`cannot read ${file}: ${(err as Error).message}`);
-  }
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(text);
-  } catch {
-    // Rewriting a file we cannot read would lose URLs that exist nowhere else.
-    throw new CliError(`${file} is not valid JSON; fix or move it away`);
-  }
   const store: SavedUrls = {};
-  if (!isRecord(parsed)) throw new CliError(`${file} must hold a JSON object`);
-  for (const [api, urls] of Object.entries(parsed)) {
+  for (const [api, urls] of Object.entries(await readJsonObject(file))) {
     if (!isRecord(urls)) continue;
     store[api] = Object.fromEntries(
       Object.entries(urls).filter((e): e is [string, string] => typeof e[1] === 'string'),
@@ -82,25 +65,7 @@ async function readStore(file: string): Promise<SavedUrls> {
   return store;
 }
 
-/**
- * Writes 0600 in a 0700 directory through a temporary file renamed into place, as the
- * config file is: the URLs carry passwords, and a crash must not leave half a file.
- */
+/** Writes the store 0600, atomically: the URLs carry passwords. */
 async function writeStore(store: SavedUrls, file: string): Promise<void> {
-  const dir = path.dirname(file);
-  await mkdir(dir, { recursive: true, mode: 0o700 });
-  // Random, not just the pid: two commands of one shell script may save at once.
-  const tmp = path.join(dir, `.${path.basename(file)}.${randomBytes(6).toString('hex')}.tmp`);
-  try {
-    await writeFile(tmp, `${JSON.stringify(store, null, 2)}\n`, { mode: 0o600 });
-    await chmod(tmp, 0o600);
-    await rename(tmp, file);
-  } catch (err) {
-    await rm(tmp, { force: true });
-    throw new CliError(`cannot write ${file}: ${(err as Error).message}`);
-  }
-}
-
-function isRecord(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
+  await writePrivateJson(file, store);
 }
