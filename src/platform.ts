@@ -24,6 +24,7 @@ import { takeBackMachines } from './services/machines/upkeep.js';
 import { scheduleMetering } from './services/machines/metering.js';
 import { scheduleSupervision } from './services/machines/supervise.js';
 import { scheduleMachineSleep } from './services/machines/sleep.js';
+import { scheduleCheckpoints } from './services/machines/checkpoints.js';
 import { hostRuntime } from './runtime/host-runtime.js';
 import { scheduleDatabaseUpkeep, takeBackDatabases } from './services/databases/upkeep.js';
 import { blobStoreFromConfig } from './objects/blobs/config.js';
@@ -201,6 +202,8 @@ export async function startPlatform(config: Config, opts: PlatformOptions = {}):
     undo.push(async () => stopSupervision());
     const stopMachineSleep = scheduleMachineSleep(ctx);
     undo.push(async () => stopMachineSleep());
+    const stopCheckpoints = scheduleCheckpoints(ctx);
+    undo.push(async () => stopCheckpoints());
     dbHost.startTickers();
     const stopUpkeep = scheduleDatabaseUpkeep(ctx);
     undo.push(async () => stopUpkeep());

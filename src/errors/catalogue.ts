@@ -193,6 +193,7 @@ export const errorCatalogue = {
   'bucket-attached': { status: 409, message: 'The bucket is attached to an app.' },
   'already-attached': { status: 409, message: 'The resource is already attached to this app.' },
   'not-attached': { status: 404, message: 'The resource is not attached to this app.' },
+  'checkpoint-not-found': { status: 404, message: 'The machine has no checkpoint of that label.' },
   'secret-managed': {
     status: 409,
     message: 'The secret is managed by an attachment; detach the resource instead.',

@@ -5,6 +5,7 @@
  */
 import Fastify, { type FastifyInstance } from 'fastify';
 import swagger from '@fastify/swagger';
+import websocket from '@fastify/websocket';
 import { jsonSchemaTransform } from 'fastify-type-provider-zod';
 import type { Logger } from 'pino';
 import { Registry } from 'prom-client';
@@ -70,6 +71,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     transform: jsonSchemaTransform,
   });
 
+  // Shell sessions (machines' exec) upgrade to WebSockets after the usual hooks have run.
+  await app.register(websocket, { options: { maxPayload: 1024 * 1024 } });
   await registerRoutes(app, deps);
   // `Host: <app>.<public host>` goes to the app's machines, before any API routing.
   proxyPlugin(

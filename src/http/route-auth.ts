@@ -17,6 +17,11 @@ export interface RouteAuth {
   agent?: AgentRule;
   /** The app the request concerns, if any (read from params or the raw body). */
   app?: (req: FastifyRequest) => string | undefined;
+  /**
+   * The app, for routes that name it only through another object (`/v1/machines/:id`):
+   * looked up in the caller's organization when an agent token is judged.
+   */
+  appOf?: (req: FastifyRequest, orgId: string) => Promise<string | undefined>;
   /** Billing changes: only console keys of admins pass (spec 5.7). */
   consoleAdmin?: boolean;
 }

@@ -51,6 +51,48 @@ export interface MachineStatus {
   exit?: { code: number | null; signal: string | null; at: string };
 }
 
+/**
+ * A running machine's process as the host reaches it, for its files and shell sessions:
+ * the sandbox's init (its root and namespaces are the machine's), and the credentials,
+ * working directory and environment of the machine's main process.
+ */
+export interface GuestProcess {
+  /** Host pid of the sandbox's pid 1. */
+  initPid: number;
+  /** Host pid of the machine's main process (pid 2 inside). */
+  mainPid: number;
+  uid: number;
+  gid: number;
+  cwd: string;
+  env: Record<string, string>;
+  /** The machine's cgroup, which sessions join so its limits and freezing apply to them. */
+  cgroup: string;
+}
+
+/** What a shell session runs (spec 4.9 exec). */
+export interface ShellOptions {
+  /** The command; absent: an interactive `/bin/sh`. */
+  argv?: string[];
+  /** A pseudo-terminal (stdout and stderr merged), or plain pipes. */
+  tty: boolean;
+  cols: number;
+  rows: number;
+}
+
+/** A process running inside a machine, with its input and output. */
+export interface GuestSession {
+  /** Host pid of the session's process (outside the machine). */
+  pid: number;
+  write(data: Buffer): void;
+  /** Closes its stdin (without a tty; with one, send ^D). */
+  end(): void;
+  resize(cols: number, rows: number): void;
+  kill(signal?: NodeJS.Signals): void;
+  onData(listener: (stream: 'stdout' | 'stderr', data: Buffer) => void): void;
+  /** Once: its exit code, or the signal that ended it. */
+  onExit(listener: (code: number | null, signal: NodeJS.Signals | null) => void): void;
+}
+
 /** One console line of a machine. */
 export interface LogEntry {
   at: string;
@@ -101,6 +143,28 @@ export interface MachineRuntime {
   ): Promise<{ entries: LogEntry[]; cursor: number; truncated: boolean }>;
   /** Takes back machines that outlived a restart of pier; returns the ids it found running. */
   recover(): Promise<string[]>;
+  /** The running (or suspended) machine's process; undefined when it does not run. */
+  guest(id: string): Promise<GuestProcess | undefined>;
+  /**
+   * Starts a process inside the running machine: in all its namespaces, under its root,
+   * as its user, in its cgroup. Throws when the machine does not run.
+   */
+  shell(id: string, opts: ShellOptions): Promise<GuestSession>;
   /** Host address and port to reach the machine's `port` (for the proxy). */
   address(id: string, port: number): Promise<{ host: string; port: number } | undefined>;
+  /**
+   * Takes disk checkpoint `key` (lowercase letters and digits) of the machine's writable
+   * layer: a running machine is frozen for the instant, so the copy is what a power cut
+   * would have left. A checkpoint that exists already is kept (a rerun).
+   */
+  checkpoint(id: string, key: string): Promise<{ sizeBytes: number | null }>;
+  /**
+   * Replaces the writable layer of a stopped machine with a copy of checkpoint `key`
+   * (which stays); the console log is kept. A crash leaves the old disk or the new one.
+   */
+  restoreCheckpoint(id: string, key: string): Promise<void>;
+  /** Removes checkpoint `key` of the machine; idempotent. */
+  deleteCheckpoint(id: string, key: string): Promise<void>;
+  /** Whether checkpoints with memory can be taken on this host, and if not, why. */
+  memoryCheckpoints(): Promise<{ supported: boolean; reason: string }>;
 }

@@ -342,8 +342,45 @@ export interface MachinesTable {
   create_warning: string | null;
   ready_at: NullableTimestamp;
   metered_at: NullableTimestamp;
+  /** When its newest checkpoint was taken (spec 2.11 checkpointAt). */
+  checkpoint_at: NullableTimestamp;
+  /** Last checkpoint number handed out; names checkpoint volumes on the host. */
+  checkpoint_seq: Generated<number>;
   created_at: CreatedAt;
   updated_at: ColumnType<Date, Date | string | undefined, Date | string>;
+}
+
+export interface ExecSessionsTable {
+  id: string;
+  org_id: string;
+  machine_id: string;
+  key_id: string;
+  agent: boolean;
+  command: ColumnType<string[] | null, string | null, string | null>;
+  tty: boolean;
+  client_ip: string | null;
+  host: string;
+  pid: number | null;
+  /** bigint: read back as a string. */
+  pid_start: ColumnType<string | null, number | null, number | null>;
+  started_at: CreatedAt;
+  ended_at: NullableTimestamp;
+  exit_code: number | null;
+  exit_signal: string | null;
+  end_reason: string | null;
+}
+
+export interface MachineCheckpointsTable {
+  id: string;
+  machine_id: string;
+  org_id: string;
+  label: string;
+  seq: number;
+  auto: Generated<boolean>;
+  memory: Generated<boolean>;
+  state: Generated<'creating' | 'ready'>;
+  size_bytes: number | null;
+  created_at: CreatedAt;
 }
 
 export interface UsageEventsTable {
@@ -357,6 +394,8 @@ export interface UsageEventsTable {
 
 export interface Database {
   machines: MachinesTable;
+  machine_checkpoints: MachineCheckpointsTable;
+  exec_sessions: ExecSessionsTable;
   usage_events: UsageEventsTable;
   volumes: VolumesTable;
   databases: DatabasesTable;

@@ -4,6 +4,7 @@ import { registerApps } from './apps.js';
 import { registerBuckets } from './buckets.js';
 import { registerDb } from './db.js';
 import { registerLogin } from './login.js';
+import { registerMachines } from './machines.js';
 import { registerSecrets } from './secrets.js';
 import { registerSshKeys } from './ssh-keys.js';
 import { registerTokens } from './tokens.js';
@@ -17,4 +18,5 @@ export function registerClientCommands(program: Command): void {
   registerSecrets(program);
   registerBuckets(program);
   registerDb(program);
+  registerMachines(program);
 }

@@ -8,6 +8,7 @@
  * detected at runtime from /proc. Group names are validated, so no name reaches outside
  * pier's root. Nothing here kills a process.
  */
+import { writeFileSync } from 'node:fs';
 import { mkdir, readFile, rmdir } from 'node:fs/promises';
 import { descendants } from './proc-tree.js';
 import { parseMountinfo, parseProcCgroup } from './cgroup-mounts.js';
@@ -148,6 +149,16 @@ export class CgroupSet {
   async limits(name: string): Promise<CgroupLimits> {
     await this.mustExist(name);
     return this.backend.readLimits(name);
+  }
+
+  /**
+   * Moves process `pid` (only it) into group `name` at once, synchronously: called right
+   * after spawning a process that is about to fork, so that what it forks is born inside.
+   * `adopt` afterwards catches anything that was quicker.
+   */
+  enterNow(name: string, pid: number): void {
+    assertCgroupName(name);
+    for (const dir of this.backend.dirs(name)) writeFileSync(`${dir}/cgroup.procs`, String(pid));
   }
 
   /**

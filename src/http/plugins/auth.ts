@@ -194,7 +194,7 @@ async function judgeAgentRequest(
   route: string,
 ): Promise<void> {
   const p = req.principal!;
-  const appName = rule.app?.(req);
+  const appName = rule.app?.(req) ?? (await rule.appOf?.(req, p.orgId));
   const code = judgeAgent(p.key.agent!, {
     rule: rule.agent,
     app: appName,

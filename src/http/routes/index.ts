@@ -15,6 +15,9 @@ import { databaseRoutes } from './databases/databases.js';
 import { caRoutes } from './admin/ca.js';
 import { volumeRoutes } from './volumes/volumes.js';
 import { machineRoutes } from './machines/machines.js';
+import { machineCheckpointRoutes } from './machines/checkpoints.js';
+import { machineFileRoutes } from './machines/files.js';
+import { machineExecRoutes } from './machines/exec.js';
 import { deviceRoutes } from './device/device.js';
 import { secretRoutes } from './secrets/secrets.js';
 import { sshRoutes } from './ssh/ssh.js';
@@ -42,6 +45,9 @@ export async function registerRoutes(app: FastifyInstance, deps: AppDeps): Promi
     caRoutes,
     volumeRoutes,
     machineRoutes,
+    machineCheckpointRoutes,
+    machineFileRoutes,
+    machineExecRoutes,
   ]) {
     family(app, deps);
   }

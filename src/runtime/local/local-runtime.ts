@@ -12,6 +12,9 @@ import type { StoragePool } from '../../storage/pool/pool.js';
 import type { ImageConfig, ImageStore } from '../images/index.js';
 import {
   MachineStartError,
+  type GuestProcess,
+  type GuestSession,
+  type ShellOptions,
   type LogEntry,
   type MachineRuntime,
   type MachineSpec,
@@ -26,6 +29,9 @@ import {
   type NetworkOptions,
 } from '../sandbox/index.js';
 import { bootMachine, type BootContext } from './boot.js';
+import { criuSupport, MachineCheckpoints } from './checkpoints.js';
+import { guestOf } from './guest.js';
+import { startShell } from './shell.js';
 import { KeyedLock } from './locks.js';
 import { machinePaths } from './prepare.js';
 import { stopSignal } from './process.js';
@@ -64,6 +70,7 @@ export class LocalRuntime implements MachineRuntime {
   private readonly sandboxes: Sandboxes;
   private readonly network: Network;
   private readonly locks = new KeyedLock();
+  private readonly checkpoints: MachineCheckpoints;
   private bridge: Promise<void> | undefined;
 
   constructor(private readonly opts: LocalRuntimeOptions) {
@@ -72,6 +79,13 @@ export class LocalRuntime implements MachineRuntime {
     // Ids never start with a dot, so `.run` cannot clash with a machine's files.
     this.sandboxes = new Sandboxes({ cgroups: opts.cgroups, runDir: path.join(this.dir, '.run') });
     this.network = new Network(opts.network);
+    this.checkpoints = new MachineCheckpoints({
+      pool: opts.pool,
+      records: this.records,
+      cgroups: opts.cgroups,
+      isRunning: async (id) => (await this.sandboxes.find(id)) !== undefined,
+      log: opts.log,
+    });
   }
 
   async create(spec: MachineSpec, opts: { signal?: AbortSignal } = {}) {
@@ -106,6 +120,7 @@ export class LocalRuntime implements MachineRuntime {
   async start(spec: MachineSpec): Promise<{ bootMs: number }> {
     assertMachineId(spec.id);
     return this.locks.with(spec.id, async () => {
+      if (await this.records.get(spec.id)) await this.checkpoints.tidy(spec.id);
       const record = await this.records.get(spec.id);
       if (!record)
         throw new MachineStartError(
@@ -166,6 +181,7 @@ export class LocalRuntime implements MachineRuntime {
       if (!(await this.removeCgroup(id)))
         throw new Error(`the cgroup of machine ${id} still has processes`);
       await this.opts.pool.destroy(record?.volume ?? volumeName(id));
+      await this.checkpoints.removeAll(id);
       await this.records.remove(id);
       this.opts.log.info({ machine: id }, 'machine destroyed');
     });
@@ -227,10 +243,41 @@ export class LocalRuntime implements MachineRuntime {
     return found;
   }
 
+  async guest(id: string): Promise<GuestProcess | undefined> {
+    assertMachineId(id);
+    const record = await this.records.get(id);
+    return record && guestOf(record, await this.sandboxes.record(id));
+  }
+
+  async shell(id: string, opts: ShellOptions): Promise<GuestSession> {
+    const guest = await this.guest(id);
+    if (!guest) throw new Error(`machine ${id} is not running`);
+    return startShell(this.opts.cgroups, guest, opts);
+  }
+
   async address(id: string, port: number): Promise<{ host: string; port: number } | undefined> {
     assertMachineId(id);
     const record = await this.records.get(id);
     return record && { host: record.ip, port };
+  }
+
+  async checkpoint(id: string, key: string): Promise<{ sizeBytes: number | null }> {
+    assertMachineId(id);
+    return this.locks.with(id, () => this.checkpoints.take(id, key));
+  }
+
+  async restoreCheckpoint(id: string, key: string): Promise<void> {
+    assertMachineId(id);
+    await this.locks.with(id, () => this.checkpoints.restore(id, key));
+  }
+
+  async deleteCheckpoint(id: string, key: string): Promise<void> {
+    assertMachineId(id);
+    await this.locks.with(id, () => this.checkpoints.remove(id, key));
+  }
+
+  memoryCheckpoints(): Promise<{ supported: boolean; reason: string }> {
+    return criuSupport();
   }
 
   private boot(spec: MachineSpec, record: MachineRecord, signal?: AbortSignal) {

@@ -66,5 +66,18 @@ export function kill(pid: number, signal: NodeJS.Signals | number): boolean {
   }
 }
 
+/** `pid` and every process under it, the deepest first. */
+async function processTree(pid: number): Promise<number[]> {
+  const out: number[] = [];
+  for (const child of await childrenOf(pid)) out.push(...(await processTree(child)));
+  out.push(pid);
+  return out;
+}
+
+/** Sends `signal` (default SIGKILL) to `pid` and every process under it. */
+export async function killTree(pid: number, signal: NodeJS.Signals = 'SIGKILL'): Promise<void> {
+  for (const p of await processTree(pid)) kill(p, signal);
+}
+
 /** Resolves after `ms` milliseconds. */
 export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));

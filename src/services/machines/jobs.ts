@@ -4,20 +4,23 @@
  */
 import { z } from 'zod';
 import { defineJob, exponentialBackoff } from '../../jobs/catalogue.js';
+import { ApiError } from '../../errors/api-error.js';
 import { MachineStartError } from '../../runtime/runtime.js';
 import type { ServiceContext } from '../context.js';
 import { runtimeOf } from './lifecycle.js';
 import { specOf } from './machines.js';
 import { machinesQuery } from './records.js';
+import { finishReplace, stopReplaced } from './replace.js';
+import { releaseVolumeLease, takeVolumeLease } from './volume-lease.js';
 
 export function machineJobs(get: () => ServiceContext) {
   return [
     defineJob({
       kind: 'machines.create',
-      payload: z.object({ machineId: z.string() }),
+      payload: z.object({ machineId: z.string(), replaces: z.string().optional() }),
       maxAttempts: 3,
       backoffMs: exponentialBackoff(2000),
-      async run({ machineId }, job) {
+      async run({ machineId, replaces }, job) {
         const ctx = get();
         const row = await machinesQuery(ctx.db)
           .where('machines.id', '=', machineId)
@@ -29,6 +32,9 @@ export function machineJobs(get: () => ServiceContext) {
           .where('id', '=', machineId)
           .execute();
         try {
+          // A deploy-style replace: the old machine stops (and lets go of the volume) first.
+          if (replaces) await stopReplaced(ctx, row.org_id, replaces);
+          await takeVolumeLease(ctx.db, row);
           const { bootMs, privateIp } = await runtimeOf(ctx).create(await specOf(ctx, row), {
             signal: job.signal,
           });
@@ -44,21 +50,25 @@ export function machineJobs(get: () => ServiceContext) {
             })
             .where('id', '=', machineId)
             .execute();
+          if (replaces) await finishReplace(ctx, row.org_id, replaces, true);
         } catch (err) {
           // Interrupted by shutdown: the next try resumes it.
           if (job.signal.aborted) throw err;
+          await releaseVolumeLease(ctx.db, machineId);
           const start = err instanceof MachineStartError ? err : undefined;
+          const code = start?.code ?? (err instanceof ApiError ? err.code : 'create-failed');
           await ctx.db
             .updateTable('machines')
             .set({
               observed_state: 'failed',
               create_error: (err as Error).message.slice(0, 2000),
-              create_error_code: start?.code ?? 'create-failed',
+              create_error_code: code,
               create_boot_log: start?.bootLog ? start.bootLog.slice(-64 * 1024) : null,
               updated_at: new Date(),
             })
             .where('id', '=', machineId)
             .execute();
+          if (replaces) await finishReplace(ctx, row.org_id, replaces, false);
         }
       },
     }),

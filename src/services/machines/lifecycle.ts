@@ -9,6 +9,7 @@ import { MachineStartError } from '../../runtime/runtime.js';
 import type { ServiceContext } from '../context.js';
 import { SUSPEND_MAX_MEMORY_MB } from '../../engines/host/sleep-policy.js';
 import { specOf } from './machines.js';
+import { releaseVolumeLease, takeVolumeLease } from './volume-lease.js';
 import { meterRunning } from './metering.js';
 import { configOf, findMachine, toMachine, type Machine, type MachineRow } from './records.js';
 import { TARGET, VIA, judge, type MachineAction, type MachineState } from './states.js';
@@ -53,6 +54,8 @@ export async function machineAction(
   // Above 2048 MB a suspend would pin too much memory: the machine stops instead (spec 2.4).
   const effective: MachineAction =
     action === 'suspend' && configOf(row).memoryMb > SUSPEND_MAX_MEMORY_MB ? 'stop' : action;
+  // Time up to a stop, suspend or destroy is booked while the machine is still `running`.
+  if (effective !== 'start' && row.observed_state === 'running') await meterRunning(ctx.db, row.id);
   const claimed = await ctx.db
     .updateTable('machines')
     .set({
@@ -72,16 +75,24 @@ export async function machineAction(
 
 async function perform(ctx: ServiceContext, row: MachineRow, action: MachineAction) {
   const runtime = runtimeOf(ctx);
-  // Time up to a stop, suspend or destroy is booked before the machine leaves `running`.
-  if (action !== 'start' && row.observed_state === 'running') await meterRunning(ctx.db, row.id);
+  if (action === 'start' && row.observed_state !== 'suspended') {
+    // Another machine holding the volume keeps this one as it was: 503 lease-held.
+    await takeVolumeLease(ctx.db, row).catch(async (err: unknown) => {
+      await setState(ctx, row.id, row.observed_state as MachineState);
+      throw err;
+    });
+  }
   try {
     if (action === 'destroy') {
-      await runtime.destroy(row.id);
+      await runtime.destroy(row.id); // its checkpoints' disks too
+      await ctx.db.deleteFrom('machine_checkpoints').where('machine_id', '=', row.id).execute();
+      await releaseVolumeLease(ctx.db, row.id);
       await setState(ctx, row.id, 'deleted', { private_ip: null });
       return;
     }
     if (action === 'stop') {
       await runtime.stop(await specOf(ctx, row));
+      await releaseVolumeLease(ctx.db, row.id);
       await setState(ctx, row.id, 'stopped');
       return;
     }
@@ -102,6 +113,7 @@ async function perform(ctx: ServiceContext, row: MachineRow, action: MachineActi
       metered_at: new Date(),
     });
   } catch (err) {
+    if (action === 'start') await releaseVolumeLease(ctx.db, row.id);
     const code = err instanceof MachineStartError ? err.code : 'host-refused';
     await setState(ctx, row.id, 'failed', {
       create_error: (err as Error).message,

@@ -33,6 +33,8 @@ export async function createMachine(
   appName: string,
   body: MachineConfigInput,
   wait: boolean,
+  /** A deploy-style replace of this machine of the app (see replace.ts). */
+  replace?: string,
 ): Promise<{ machine: Machine; waited: boolean }> {
   if (body.image.startsWith('build:')) {
     throw new ApiError('build-not-found', `No build '${body.image.slice(6)}' in the organization.`);
@@ -43,6 +45,17 @@ export async function createMachine(
   if (body.volumeGb !== undefined) await ensureAppVolume(ctx, orgId, appName, body.volumeGb);
   const row = await ctx.db.transaction().execute(async (tx) => {
     const app = await findApp(tx, orgId, appName, { lock: true });
+    if (replace !== undefined) {
+      const old = await tx
+        .selectFrom('machines')
+        .select('id')
+        .where('id', '=', replace)
+        .where('app_id', '=', app.id)
+        .where('observed_state', '<>', 'deleted')
+        .executeTakeFirst();
+      if (!old)
+        throw new ApiError('not-found', `The app '${appName}' has no machine '${replace}'.`);
+    }
     const volumes = await tx
       .selectFrom('volumes')
       .select('id')
@@ -54,6 +67,7 @@ export async function createMachine(
         .select('id')
         .where('app_id', '=', app.id)
         .where('observed_state', '<>', 'deleted')
+        .$if(replace !== undefined, (q) => q.where('id', '<>', replace!))
         .execute();
       if (live.length > 0) {
         throw new ApiError(
@@ -88,7 +102,10 @@ export async function createMachine(
         created_at: ctx.clock(),
       })
       .execute();
-    await enqueue(tx, ctx.jobs, 'machines.create', { machineId: id });
+    await enqueue(tx, ctx.jobs, 'machines.create', {
+      machineId: id,
+      ...(replace !== undefined ? { replaces: replace } : {}),
+    });
     return findMachine(tx, orgId, id);
   });
   if (!wait) return { machine: toMachine(row), waited: false };
@@ -96,7 +113,7 @@ export async function createMachine(
   const done = await waitForState(ctx, orgId, id, ['running', 'failed'], maxMs);
   if (done.observed_state === 'failed') {
     const code = (done.create_error_code ?? 'create-failed') as
-      'create-failed' | 'guest-exited' | 'port-timeout' | 'no-capacity';
+      'create-failed' | 'guest-exited' | 'port-timeout' | 'no-capacity' | 'lease-held';
     throw new ApiError(code, done.create_error ?? 'The machine could not be created.', {
       machine: toMachine(done),
     });

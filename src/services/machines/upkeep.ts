@@ -5,10 +5,13 @@
  * should not is stopped; a half-made one is left to its create job.
  */
 import type { ServiceContext } from '../context.js';
+import { endOrphanSessions } from './exec-sessions.js';
 import { specOf } from './machines.js';
 import { machinesQuery } from './records.js';
 
 export async function takeBackMachines(ctx: ServiceContext): Promise<void> {
+  // Shell sessions lived in the pier that stopped: close them and kill what they left.
+  await endOrphanSessions(ctx);
   const rows = await machinesQuery(ctx.db)
     .where('machines.host', '=', 'local')
     .where('machines.observed_state', 'in', [

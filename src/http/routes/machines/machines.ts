@@ -20,6 +20,7 @@ import { MACHINE_STATES } from '../../../services/machines/states.js';
 import type { AppDeps } from '../../app.js';
 import { principalOf } from '../../plugins/auth.js';
 import { appFromParams, auth } from '../../route-auth.js';
+import { appOfMachine } from './machine-app.js';
 
 const appParams = z.object({ name: z.string().min(1).max(63) });
 const idParams = z.object({ id: z.string().min(1).max(64) });
@@ -27,6 +28,7 @@ const tags = ['machines'];
 
 export function machineRoutes(root: FastifyInstance, { ctx }: AppDeps): void {
   const app = root.withTypeProvider<ZodTypeProvider>();
+  const appOf = appOfMachine(ctx);
 
   app.post('/v1/apps/:name/machines', {
     config: { auth: auth.F('AW', appFromParams) },
@@ -34,7 +36,11 @@ export function machineRoutes(root: FastifyInstance, { ctx }: AppDeps): void {
       tags,
       summary: 'Create a machine; waits for running unless wait=false (then 202)',
       params: appParams,
-      querystring: z.strictObject({ wait: z.enum(['true', 'false']).optional() }),
+      querystring: z.strictObject({
+        wait: z.enum(['true', 'false']).optional(),
+        /** Deploy-style: this machine of the app stops first and is destroyed once the new one runs. */
+        replace: z.string().min(1).max(64).optional(),
+      }),
       body: machineConfigSchema,
       response: { 201: machineSchema, 202: machineSchema },
     },
@@ -45,6 +51,7 @@ export function machineRoutes(root: FastifyInstance, { ctx }: AppDeps): void {
         req.params.name,
         req.body,
         req.query.wait !== 'false',
+        req.query.replace,
       );
       return reply.code(waited ? 201 : 202).send(machine);
     },
@@ -62,13 +69,13 @@ export function machineRoutes(root: FastifyInstance, { ctx }: AppDeps): void {
   });
 
   app.get('/v1/machines/:id', {
-    config: { auth: auth.R('AA') },
+    config: { auth: { ...auth.R('AA'), appOf } },
     schema: { tags, summary: 'One machine', params: idParams, response: { 200: machineSchema } },
     handler: async (req) => getMachine(ctx, principalOf(req).orgId, req.params.id),
   });
 
   app.get('/v1/machines/:id/wait', {
-    config: { auth: auth.R('AA') },
+    config: { auth: { ...auth.R('AA'), appOf } },
     schema: {
       tags,
       summary: 'Hold until the machine is in a state (default running), or 408 wait-timeout',
@@ -94,7 +101,7 @@ export function machineRoutes(root: FastifyInstance, { ctx }: AppDeps): void {
   });
 
   app.post('/v1/machines/:id/:action', {
-    config: { auth: auth.F('AW') },
+    config: { auth: { ...auth.F('AW'), appOf } },
     schema: {
       tags,
       summary: 'start, stop, suspend or destroy a machine',

@@ -1,0 +1,68 @@
+/** The shapes of the machine answers the client reads (spec 2.11, 2.12, 4.9; docs/api.md). */
+
+export type MachineState =
+  | 'requested'
+  | 'scheduled'
+  | 'starting'
+  | 'running'
+  | 'suspending'
+  | 'suspended'
+  | 'stopping'
+  | 'stopped'
+  | 'deleted'
+  | 'failed';
+
+/** The states `pier machines wait --state` accepts (the route's own list). */
+export const MACHINE_STATES: MachineState[] = [
+  'requested',
+  'scheduled',
+  'starting',
+  'running',
+  'suspending',
+  'suspended',
+  'stopping',
+  'stopped',
+  'deleted',
+  'failed',
+];
+
+/** A machine record (spec 2.11); `config` is the create body with its defaults filled in. */
+export interface Machine {
+  id: string;
+  appName: string;
+  config: {
+    image?: string;
+    vcpus?: number;
+    memoryMb?: number;
+    internalPort?: number;
+    [key: string]: unknown;
+  };
+  desiredState: MachineState;
+  observedState: MachineState;
+  host?: string;
+  privateIp?: string;
+  region: string;
+  readyAt?: string;
+  createError?: string;
+  createErrorCode?: string;
+  createBootLog?: string;
+  createWarning?: string;
+  createdAt: string;
+  bootMs?: number;
+  restarts: number;
+}
+
+/** One line of console output. */
+export interface LogEntry {
+  machineId: string;
+  at: string;
+  stream: 'stdout' | 'stderr';
+  text: string;
+}
+
+/** The answer of `GET /v1/apps/:name/logs`. */
+export interface AppLogs {
+  entries: LogEntry[];
+  cursor: string;
+  truncated: string[];
+}

@@ -1,0 +1,187 @@
+/**
+ * Shell sessions (spec 4.9): `GET /v1/machines/:id/exec` upgrades to a WebSocket that
+ * carries one process inside the machine; without an upgrade it answers 426
+ * `upgrade-required`. `GET /v1/machines/:id/exec-sessions` lists the open ones.
+ *
+ * Every check, and the audit row, happen before the upgrade (a preHandler), so a refusal
+ * is an ordinary HTTP answer with the usual error body. The frames, as docs/api.md says:
+ * binary frames are `[channel, ...bytes]` (0 stdin from the client; 1 stdout, 2 stderr
+ * from the server), text frames are JSON (`resize`, `eof` from the client; `exit`, and
+ * `error` when the host fails after the upgrade, from the server).
+ */
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { ZodTypeProvider } from 'fastify-type-provider-zod';
+import type { WebSocket } from 'ws';
+import { z } from 'zod';
+import { ApiError } from '../../../errors/api-error.js';
+import {
+  admitExecSession,
+  endExecSession,
+  listExecSessions,
+  startExecSession,
+  type AdmittedSession,
+} from '../../../services/machines/exec-sessions.js';
+import type { ServiceContext } from '../../../services/context.js';
+import type { AppDeps } from '../../app.js';
+import { principalOf } from '../../plugins/auth.js';
+import { auth } from '../../route-auth.js';
+import { appOfMachine } from './machine-app.js';
+
+const tags = ['machines'];
+const params = z.object({ id: z.string().min(1).max(64) });
+const bool = z.enum(['true', 'false', '1', '0']).transform((v) => v === 'true' || v === '1');
+
+const execQuery = z.strictObject({
+  /** The argv, one `cmd` per argument; absent: an interactive shell. */
+  cmd: z
+    .union([z.string().min(1).max(8192), z.array(z.string().min(1).max(8192)).min(1).max(256)])
+    .optional(),
+  tty: bool.optional(),
+  cols: z.coerce.number().int().min(1).max(1000).optional(),
+  rows: z.coerce.number().int().min(1).max(1000).optional(),
+});
+
+const sessionSchema = z.object({
+  id: z.string(),
+  machineId: z.string(),
+  command: z.array(z.string()).optional(),
+  tty: z.boolean(),
+  keyId: z.string(),
+  agent: z.boolean(),
+  startedAt: z.string(),
+  endedAt: z.string().optional(),
+  exitCode: z.number().optional(),
+  exitSignal: z.string().optional(),
+  endReason: z.string().optional(),
+});
+
+/** Control messages a client may send as text frames. */
+const clientMessage = z.discriminatedUnion('type', [
+  z.object({
+    type: z.literal('resize'),
+    cols: z.number().int().min(1).max(1000),
+    rows: z.number().int().min(1).max(1000),
+  }),
+  z.object({ type: z.literal('eof') }),
+]);
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    execSession?: AdmittedSession;
+  }
+}
+
+export function machineExecRoutes(root: FastifyInstance, { ctx, rateLimiter }: AppDeps): void {
+  const app = root.withTypeProvider<ZodTypeProvider>();
+  const appOf = appOfMachine(ctx);
+
+  app.route({
+    method: 'GET',
+    url: '/v1/machines/:id/exec',
+    config: { auth: { ...auth.F('AW'), appOf } },
+    schema: {
+      tags,
+      summary: 'A shell session in the machine, over a WebSocket (426 without the upgrade)',
+      params,
+      querystring: execQuery,
+    },
+    preHandler: async (req) => {
+      if (!req.ws) return; // the handler answers 426
+      const q = req.query;
+      const argv = q.cmd === undefined ? undefined : Array.isArray(q.cmd) ? q.cmd : [q.cmd];
+      const p = principalOf(req);
+      req.execSession = await admitExecSession(
+        ctx,
+        rateLimiter,
+        { orgId: p.orgId, keyId: p.key.id, agent: p.key.agent !== null, ip: req.ip },
+        req.params.id,
+        { argv, tty: q.tty ?? argv === undefined, cols: q.cols ?? 80, rows: q.rows ?? 24 },
+      );
+    },
+    handler: async () => {
+      throw new ApiError(
+        'upgrade-required',
+        'This route opens a shell over a WebSocket: send `Connection: Upgrade` and `Upgrade: websocket`.',
+      );
+    },
+    wsHandler: (socket, req) => bridge(ctx, socket, req),
+  });
+
+  app.get('/v1/machines/:id/exec-sessions', {
+    config: { auth: { ...auth.R('AA'), appOf } },
+    schema: {
+      tags,
+      summary: 'Shell sessions open on the machine (all=true: the last 100 of any kind)',
+      params,
+      querystring: z.strictObject({ all: bool.optional() }),
+      response: { 200: z.array(sessionSchema) },
+    },
+    handler: async (req) =>
+      listExecSessions(ctx, principalOf(req).orgId, req.params.id, req.query.all ?? false),
+  });
+}
+
+/** Carries one admitted session over its WebSocket. */
+function bridge(ctx: ServiceContext, socket: WebSocket, req: FastifyRequest): void {
+  const admitted = req.execSession;
+  if (!admitted) {
+    socket.close(1011, 'session not admitted');
+    return;
+  }
+  // Frames that arrive while the process starts are kept and replayed in order.
+  const early: [Buffer, boolean][] = [];
+  let onMessage = (data: Buffer, binary: boolean) => void early.push([data, binary]);
+  socket.on('message', (data: Buffer, binary: boolean) => onMessage(data, binary));
+  let exited = false;
+  let closed = false;
+  socket.on('close', () => {
+    closed = true;
+    if (!exited) endExecSession(ctx, admitted.id, 'client-closed');
+  });
+
+  startExecSession(ctx, admitted).then(
+    (session) => {
+      // The client left while the process was starting.
+      if (closed) return endExecSession(ctx, admitted.id, 'client-closed');
+      session.onData((stream, data) => {
+        if (socket.readyState !== socket.OPEN) return;
+        socket.send(Buffer.concat([Buffer.of(stream === 'stdout' ? 1 : 2), data]), {
+          binary: true,
+        });
+      });
+      session.onExit((code, signal) => {
+        exited = true;
+        if (socket.readyState !== socket.OPEN) return;
+        socket.send(JSON.stringify({ type: 'exit', code, signal }));
+        socket.close(1000, 'exited');
+      });
+      onMessage = (data, binary) => {
+        if (binary) {
+          if (data[0] === 0) session.write(data.subarray(1));
+          return;
+        }
+        const parsed = clientMessage.safeParse(safeJson(data.toString('utf8')));
+        if (!parsed.success) return; // unknown control messages are ignored, as in a terminal
+        if (parsed.data.type === 'resize') session.resize(parsed.data.cols, parsed.data.rows);
+        else session.end();
+      };
+      for (const [data, binary] of early.splice(0)) onMessage(data, binary);
+    },
+    (err: unknown) => {
+      exited = true;
+      const e = err instanceof ApiError ? err : new ApiError('host-error');
+      if (socket.readyState === socket.OPEN) {
+        socket.send(JSON.stringify({ type: 'error', ...e.toBody() }));
+        socket.close(1011, e.code);
+      }
+    },
+  );
+}
+
+function safeJson(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+}

@@ -1,0 +1,162 @@
+/**
+ * Reaching into a running machine from the host: its files through the root of its
+ * process (the machine's view, with its /tmp), and shell sessions in its namespaces, as
+ * its user, in its cgroup, on a terminal or on pipes; killing a session kills its tree.
+ */
+import { readdir, readFile } from 'node:fs/promises';
+import { Readable } from 'node:stream';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { GuestFiles } from '../files/guest-files.js';
+import type { GuestSession } from '../runtime.js';
+import {
+  busybox,
+  makeRuntimeBed,
+  runtimeUnavailable,
+  type RuntimeBed,
+} from './testbed.test-helper.js';
+
+const unavailable = await runtimeUnavailable();
+
+/** Host pids of the test's `sleep 1234` and `sleep 1235`. */
+async function sleepers(): Promise<string[]> {
+  const found: string[] = [];
+  for (const pid of await readdir('/proc')) {
+    const cmd = await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '');
+    if (cmd === 'sleep\u00001234\u0000' || cmd === 'sleep\u00001235\u0000') found.push(pid);
+  }
+  return found;
+}
+
+/** Runs a session to its end; its output per stream and how it ended. */
+function finish(s: GuestSession, input?: string) {
+  const out = { stdout: '', stderr: '' };
+  s.onData((stream, d) => (out[stream] += d.toString()));
+  if (input !== undefined) {
+    s.write(Buffer.from(input));
+    s.end();
+  }
+  return new Promise<{
+    stdout: string;
+    stderr: string;
+    code: number | null;
+    signal: string | null;
+  }>((resolve) => s.onExit((code, signal) => resolve({ ...out, code, signal })));
+}
+
+describe.skipIf(unavailable)(
+  `local runtime: guest files and shells${unavailable ? ` (skipped: ${unavailable})` : ''}`,
+  () => {
+    let bed: RuntimeBed;
+    let id: string;
+    beforeAll(async () => {
+      bed = await makeRuntimeBed('lg', '10.218.0.0/16');
+      const image = await bed.push('guest', {
+        layers: [
+          busybox(),
+          [
+            {
+              path: 'etc/passwd',
+              content: 'root:x:0:0::/root:/bin/sh\nweb:x:1000:1000::/home/web:/bin/sh\n',
+            },
+          ],
+        ],
+        config: {
+          Cmd: ['/bin/sh', '-c', 'echo secret-in-tmp > /tmp/t; echo up; exec sleep 1000'],
+          User: 'web',
+          WorkingDir: '/home/web',
+          Env: ['FROM_IMAGE=yes'],
+        },
+      });
+      const spec = bed.spec('guest', image, { env: { FROM_SPEC: 'also' } });
+      id = spec.id;
+      await bed.runtime.create(spec);
+      await bed.waitOutput(id, 'up');
+    });
+    afterAll(() => bed?.cleanup());
+
+    it('knows the running process, its user and its environment', async () => {
+      const guest = await bed.runtime.guest(id);
+      expect(guest).toMatchObject({ uid: 1000, gid: 1000, cwd: '/home/web' });
+      expect(guest?.env).toMatchObject({ FROM_IMAGE: 'yes', FROM_SPEC: 'also' });
+    });
+
+    it('reads and writes the machine’s own view of its files', async () => {
+      const guest = (await bed.runtime.guest(id))!;
+      const files = await GuestFiles.of(guest.initPid);
+      try {
+        const { stream } = await files.read('/tmp/t', 1024);
+        let text = '';
+        for await (const c of stream) text += String(c);
+        expect(text).toBe('secret-in-tmp\n');
+        await files.write('/home/web/hello', Readable.from([Buffer.from('hi')]), {
+          mode: 0o644,
+          uid: guest.uid,
+          gid: guest.gid,
+          cap: 100,
+        });
+      } finally {
+        await files.close();
+      }
+      const s = await bed.runtime.shell(id, {
+        argv: ['/bin/sh', '-c', 'cat hello; id -u; pwd'],
+        tty: false,
+        cols: 80,
+        rows: 24,
+      });
+      expect(await finish(s)).toMatchObject({ stdout: 'hi1000\n/home/web\n', code: 0 });
+    });
+
+    it('runs a command on pipes inside the namespaces, with stdin, stderr and the exit code', async () => {
+      const s = await bed.runtime.shell(id, {
+        argv: [
+          '/bin/sh',
+          '-c',
+          'cat; echo oops >&2; hostname; echo $FROM_SPEC; ls /proc | grep -c "^[0-9]"; exit 7',
+        ],
+        tty: false,
+        cols: 80,
+        rows: 24,
+      });
+      const r = await finish(s, 'from stdin\n');
+      expect(r.stdout.split('\n').slice(0, 3)).toEqual(['from stdin', 'guest', 'also']);
+      expect(r.stderr).toBe('oops\n');
+      expect(r.code).toBe(7);
+      // Only the machine's processes are visible: init, main, the session's sh and ls/grep.
+      expect(Number(r.stdout.split('\n')[3])).toBeLessThan(8);
+    });
+
+    it('runs a shell on a terminal, in the machine’s cgroup', async () => {
+      const s = await bed.runtime.shell(id, { tty: true, cols: 100, rows: 30 });
+      const cgroup = await readFile(`/proc/${s.pid}/cgroup`, 'utf8');
+      expect(cgroup).toContain(`/${id}`);
+      const done = finish(s);
+      s.write(Buffer.from('stty size; exit 3\n'));
+      const r = await done;
+      expect(r.stdout).toContain('30 100');
+      expect(r.code).toBe(3);
+    });
+
+    it('kills the whole tree of a session', async () => {
+      const s = await bed.runtime.shell(id, {
+        argv: ['/bin/sh', '-c', 'sleep 1234 & sleep 1235'],
+        tty: false,
+        cols: 80,
+        rows: 24,
+      });
+      const done = finish(s);
+      await new Promise((r) => setTimeout(r, 200));
+      expect(await sleepers()).toHaveLength(2);
+      s.kill();
+      const r = await done;
+      expect(r.signal ?? r.code).toBeTruthy();
+      expect(await sleepers()).toEqual([]);
+    });
+
+    it('has no guest for a stopped machine, and refuses a shell', async () => {
+      expect(await bed.runtime.guest('mch-nothing')).toBeUndefined();
+      await expect(
+        bed.runtime.shell('mch-nothing', { tty: false, cols: 80, rows: 24 }),
+      ).rejects.toThrow(/not running/);
+    });
+  },
+);

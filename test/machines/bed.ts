@@ -1,0 +1,67 @@
+/**
+ * What a test of machines through the API needs: a real local OCI registry, a platform on
+ * a bridge and network of the test file's own (removed at the end, so files running at
+ * once never share one), an organization, and cleanup that destroys every machine left.
+ */
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import { pushImage, type ImageSpec } from '../../src/runtime/images/build.test-helper.js';
+import {
+  startTestPlatform,
+  type ApiAnswer,
+  type TestOrg,
+  type TestPlatform,
+} from '../helpers/platform.js';
+import { startRegistry, type TestRegistry } from '../helpers/registry.js';
+
+const execFileP = promisify(execFile);
+
+export interface MachineBed {
+  registry: TestRegistry;
+  tp: TestPlatform;
+  org: TestOrg;
+  /** A JSON request with the org's key (or `token`). */
+  req(method: string, path: string, body?: unknown, token?: string): Promise<ApiAnswer<any>>;
+  /** Pushes an image to the registry; returns its reference. */
+  image(name: string, spec: ImageSpec): Promise<string>;
+  close(): Promise<void>;
+}
+
+/** Machines need root (bubblewrap, netns, cgroups). */
+export const canRunMachines = process.getuid?.() === 0;
+
+/**
+ * Starts the bed. `prefix` (two letters) names the bridge, `octet` (a second octet
+ * unique among the test files) the network `10.<octet+pid>.0.0/16`.
+ */
+export async function startMachineBed(prefix: string, octet: number): Promise<MachineBed> {
+  const bridge = `${prefix}${process.pid % 100000}`;
+  const registry = await startRegistry();
+  const tp = await startTestPlatform({
+    machinesBridge: bridge,
+    machinesCidr: `10.${octet + (process.pid % 10)}.0.0/16`,
+  });
+  const org = await tp.createOrg();
+  const req: MachineBed['req'] = (method, path, body, token = org.token) =>
+    tp.request(method, path, { token, body });
+  return {
+    registry,
+    tp,
+    org,
+    req,
+    async image(name, spec) {
+      await pushImage(registry.url, name, spec);
+      return `${registry.host}/${name}`;
+    },
+    async close() {
+      for (const a of (await req('GET', '/v1/apps')).body ?? []) {
+        for (const m of (await req('GET', `/v1/apps/${a.name}/machines`)).body ?? []) {
+          await req('POST', `/v1/machines/${m.id}/destroy`);
+        }
+      }
+      await tp.close();
+      await registry.stop();
+      await execFileP('ip', ['link', 'del', 'dev', bridge]).catch(() => undefined);
+    },
+  };
+}

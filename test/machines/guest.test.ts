@@ -1,0 +1,376 @@
+/**
+ * Into a running machine through the API: its files (raw bytes, writes, listings, every
+ * escape refused, the size cap, the agent rules), and shell sessions over a real
+ * WebSocket (a PTY shell with resize, a command on pipes with stdin and exit code, the
+ * session list and its audit, the per-machine cap, 426 without an upgrade, the errors
+ * of spec 7.6).
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import WebSocket from 'ws';
+import { busyboxLayer } from '../../src/runtime/images/build.test-helper.js';
+import { FILE_CAP_BYTES } from '../../src/services/machines/files.js';
+import { MAX_SESSIONS_PER_MACHINE } from '../../src/services/machines/exec-sessions.js';
+import { canRunMachines, startMachineBed, type MachineBed } from './bed.js';
+
+let bed: MachineBed;
+let id: string;
+let stoppedId: string;
+let jobImage: string;
+
+beforeAll(async () => {
+  if (!canRunMachines) return;
+  bed = await startMachineBed('pg', 140);
+  const image = await bed.image('box:1', {
+    layers: [
+      busyboxLayer(),
+      [
+        {
+          path: 'etc/passwd',
+          content: 'root:x:0:0::/root:/bin/sh\nweb:x:1000:1000::/srv:/bin/sh\n',
+        },
+        { path: 'srv/' },
+        { path: 'srv/hello.txt', content: 'hello\n' },
+        { path: 'srv/up', target: '..', type: 'symlink' },
+        { path: 'srv/host-passwd', target: '/etc/passwd', type: 'symlink' },
+        { path: 'srv/climb', target: '../../../../../../etc', type: 'symlink' },
+      ],
+    ],
+    config: {
+      // A sparse file larger than the cap, a file only in /tmp, then an httpd.
+      Cmd: [
+        '/bin/sh',
+        '-c',
+        `dd if=/dev/zero of=/tmp/big bs=1 count=0 seek=${FILE_CAP_BYTES + 1} 2>/dev/null; echo tmp > /tmp/t; exec httpd -f -p 3000 -h /srv`,
+      ],
+      User: 'web',
+      WorkingDir: '/srv',
+      Env: ['FROM_IMAGE=1'],
+    },
+  });
+  jobImage = image;
+  expect((await bed.req('POST', '/v1/apps', { name: 'box' })).status).toBe(201);
+  const made = await bed.req('POST', '/v1/apps/box/machines', { image, env: { MODE: 'test' } });
+  expect(made.status, JSON.stringify(made.body)).toBe(201);
+  id = made.body.id;
+  expect((await bed.req('POST', '/v1/apps', { name: 'idle' })).status).toBe(201);
+  const other = await bed.req('POST', '/v1/apps/idle/machines', { image });
+  stoppedId = other.body.id;
+  expect((await bed.req('POST', `/v1/machines/${stoppedId}/stop`)).status).toBe(200);
+}, 180_000);
+
+afterAll(async () => {
+  await bed?.close();
+});
+
+/** The raw answer of a files request. */
+async function raw(method: string, path: string, body?: Buffer | string, token = bed.org.token) {
+  const res = await fetch(bed.tp.url + path, {
+    method,
+    headers: { authorization: `Bearer ${token}` },
+    ...(body !== undefined ? { body: typeof body === 'string' ? body : new Uint8Array(body) } : {}),
+  });
+  const buf = Buffer.from(await res.arrayBuffer());
+  let json: any;
+  try {
+    json = JSON.parse(buf.toString());
+  } catch {
+    json = undefined;
+  }
+  return { status: res.status, text: buf.toString(), json, headers: res.headers };
+}
+
+const q = (p: string) => `?path=${encodeURIComponent(p)}`;
+
+describe.skipIf(!canRunMachines)('machine files', () => {
+  it('reads a file as raw bytes, also from /tmp, which only the machine sees', async () => {
+    const res = await raw('GET', `/v1/machines/${id}/files${q('/srv/hello.txt')}`);
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toBe('application/octet-stream');
+    expect(res.text).toBe('hello\n');
+    expect((await raw('GET', `/v1/machines/${id}/files${q('/tmp/t')}`)).text).toBe('tmp\n');
+  });
+
+  it('writes a file whole, owned by the machine’s user, and the machine serves it', async () => {
+    const put = await raw(
+      'PUT',
+      `/v1/machines/${id}/files${q('/srv/new/page.html')}&mode=0640`,
+      'fresh',
+    );
+    expect(put.status, put.text).toBe(200);
+    expect(put.json).toEqual({ path: '/srv/new/page.html', size: 5 });
+    const list = await bed.req('GET', `/v1/machines/${id}/files/list${q('/srv/new')}`);
+    expect(list.body.entries).toEqual([
+      expect.objectContaining({
+        name: 'page.html',
+        type: 'file',
+        size: 5,
+        mode: '0640',
+        uid: 1000,
+        gid: 1000,
+      }),
+    ]);
+    const binary = Buffer.from([0, 1, 2, 255, 254]);
+    await raw('PUT', `/v1/machines/${id}/files${q('/srv/bin')}`, binary);
+    const back = await fetch(`${bed.tp.url}/v1/machines/${id}/files${q('/srv/bin')}`, {
+      headers: { authorization: `Bearer ${bed.org.token}` },
+    });
+    expect(Buffer.from(await back.arrayBuffer())).toEqual(binary);
+  });
+
+  it('lists a directory with types and link targets', async () => {
+    const list = await bed.req('GET', `/v1/machines/${id}/files/list${q('/srv')}`);
+    expect(list.status).toBe(200);
+    const names = list.body.entries.map((e: { name: string }) => e.name);
+    expect(names).toEqual(expect.arrayContaining(['hello.txt', 'up', 'climb']));
+    expect(list.body.entries.find((e: { name: string }) => e.name === 'up')).toMatchObject({
+      type: 'symlink',
+      target: '..',
+    });
+  });
+
+  it('refuses every path that leads out of the machine, and never reads the host', async () => {
+    for (const p of [
+      '/../etc/passwd',
+      '/srv/../../etc/passwd',
+      '/srv/climb/passwd',
+      '/srv/up/../..',
+    ]) {
+      const res = await raw('GET', `/v1/machines/${id}/files${q(p)}`);
+      expect({ p, status: res.status, code: res.json?.code }).toEqual({
+        p,
+        status: 400,
+        code: 'bad-request',
+      });
+    }
+    // An absolute link means the machine's own /etc/passwd, as inside the machine.
+    const viaLink = await raw('GET', `/v1/machines/${id}/files${q('/srv/host-passwd')}`);
+    expect(viaLink.text).toContain('web:x:1000');
+    expect(viaLink.text).not.toContain('root:x:0:0:root');
+    const write = await raw('PUT', `/v1/machines/${id}/files${q('/srv/climb/pwned')}`, 'x');
+    expect(write.status).toBe(400);
+    const relative = await raw('GET', `/v1/machines/${id}/files?path=etc/passwd`);
+    expect(relative.status).toBe(400);
+  });
+
+  it('answers 404 for a missing file, 400 for a directory, 413 past the cap', async () => {
+    const missing = await raw('GET', `/v1/machines/${id}/files${q('/srv/nope')}`);
+    expect([missing.status, missing.json.code]).toEqual([404, 'not-found']);
+    const dir = await raw('GET', `/v1/machines/${id}/files${q('/srv')}`);
+    expect(dir.status).toBe(400);
+    const big = await raw('GET', `/v1/machines/${id}/files${q('/tmp/big')}`);
+    expect([big.status, big.json.code, big.json.limit]).toEqual([413, 'too-large', FILE_CAP_BYTES]);
+    const tooMuch = await raw(
+      'PUT',
+      `/v1/machines/${id}/files${q('/srv/huge')}`,
+      Buffer.alloc(FILE_CAP_BYTES + 1),
+    );
+    expect([tooMuch.status, tooMuch.json?.code]).toEqual([413, 'too-large']);
+    const after = await bed.req('GET', `/v1/machines/${id}/files/list${q('/srv')}`);
+    expect(after.body.entries.map((e: { name: string }) => e.name)).not.toContain('huge');
+  });
+
+  it('answers machine-stopped, and machine-not-found for another organization', async () => {
+    const stopped = await raw('GET', `/v1/machines/${stoppedId}/files${q('/srv/hello.txt')}`);
+    expect([stopped.status, stopped.json.code]).toEqual([409, 'machine-stopped']);
+    const stranger = await bed.tp.createOrg();
+    const theirs = await raw(
+      'GET',
+      `/v1/machines/${id}/files${q('/srv/hello.txt')}`,
+      undefined,
+      stranger.token,
+    );
+    const none = await raw(
+      'GET',
+      `/v1/machines/mch-none/files${q('/srv/hello.txt')}`,
+      undefined,
+      stranger.token,
+    );
+    expect(theirs.status).toBe(404);
+    expect(theirs.json).toEqual({ ...none.json, error: expect.any(String) });
+    expect(theirs.json.code).toBe('machine-not-found');
+  });
+
+  it('applies the agent rules: production needs prodDataRead, and the app list is the machine’s app', async () => {
+    const token = async (agent: Record<string, unknown>) =>
+      (await bed.req('POST', '/v1/tokens', { name: 'agent', agent })).body.token as string;
+    const path = `/v1/machines/${id}/files${q('/srv/hello.txt')}`;
+    const prod = await raw('GET', path, undefined, await token({ class: 'production' }));
+    expect([prod.status, prod.json.code]).toEqual([403, 'agent-token-production-data']);
+    const reader = await token({ class: 'production', prodDataRead: true, apps: ['box'] });
+    expect((await raw('GET', path, undefined, reader)).text).toBe('hello\n');
+    expect((await raw('PUT', path, 'x', reader)).json.code).toBe('agent-token-production-readonly');
+    const elsewhere = await token({ class: 'sandbox', apps: ['idle'] });
+    expect((await raw('GET', path, undefined, elsewhere)).json.code).toBe('agent-token-app-scope');
+  });
+});
+
+/** A WebSocket session: what it printed per channel, and its exit message. */
+interface Session {
+  ws: WebSocket;
+  out: { 1: string; 2: string };
+  exit: Promise<{ code: number | null; signal: string | null } | undefined>;
+  send(text: string): void;
+}
+
+function session(machine: string, query = '', token = bed.org.token): Promise<Session> {
+  const url = `${bed.tp.url.replace('http', 'ws')}/v1/machines/${machine}/exec${query}`;
+  const ws = new WebSocket(url, { headers: { authorization: `Bearer ${token}` } });
+  const out = { 1: '', 2: '' };
+  let exitMessage: { code: number | null; signal: string | null } | undefined;
+  ws.on('message', (data: Buffer, binary) => {
+    if (binary) out[data[0] as 1 | 2] += data.subarray(1).toString();
+    else {
+      const msg = JSON.parse(data.toString());
+      if (msg.type === 'exit') exitMessage = msg;
+    }
+  });
+  const exit = new Promise<typeof exitMessage>((resolve) =>
+    ws.on('close', () => resolve(exitMessage)),
+  );
+  return new Promise((resolve, reject) => {
+    ws.on('open', () =>
+      resolve({
+        ws,
+        out,
+        exit,
+        send: (text) => ws.send(Buffer.concat([Buffer.of(0), Buffer.from(text)])),
+      }),
+    );
+    ws.on('unexpected-response', (_req, res) => {
+      let body = '';
+      res.on('data', (c) => (body += c));
+      res.on('end', () =>
+        reject(
+          Object.assign(new Error(`HTTP ${res.statusCode}`), {
+            status: res.statusCode,
+            body: JSON.parse(body),
+            headers: res.headers,
+          }),
+        ),
+      );
+    });
+    ws.on('error', reject);
+  });
+}
+
+async function until(check: () => boolean, ms = 5000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!check()) {
+    if (Date.now() > end) throw new Error('timed out');
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+describe.skipIf(!canRunMachines)('shell sessions', () => {
+  it('runs an interactive shell on a PTY, as the machine’s user, with resize', async () => {
+    const s = await session(id, '?cols=90&rows=20');
+    s.send('stty size; id -u; pwd; echo $MODE $FROM_IMAGE\n');
+    await until(() => s.out[1].includes('test 1'));
+    expect(s.out[1]).toContain('20 90');
+    expect(s.out[1]).toContain('1000');
+    expect(s.out[1]).toContain('/srv');
+    s.ws.send(JSON.stringify({ type: 'resize', cols: 120, rows: 40 }));
+    s.send('stty size\n');
+    await until(() => s.out[1].includes('40 120'));
+    s.send('exit 5\n');
+    expect(await s.exit).toEqual({ type: 'exit', code: 5, signal: null });
+  });
+
+  it('runs a command on pipes: stdin, stdout, stderr apart, and the exit code', async () => {
+    const s = await session(
+      id,
+      '?cmd=/bin/sh&cmd=-c&cmd=' + encodeURIComponent('cat; echo err >&2; exit 3'),
+    );
+    s.send('piped in\n');
+    s.ws.send(JSON.stringify({ type: 'eof' }));
+    expect(await s.exit).toMatchObject({ code: 3 });
+    expect(s.out).toEqual({ 1: 'piped in\n', 2: 'err\n' });
+  });
+
+  it('lists open sessions, audits each one, and ends them when the client leaves', async () => {
+    const s = await session(id, '?cmd=/bin/sleep&cmd=300');
+    const open = await bed.req('GET', `/v1/machines/${id}/exec-sessions`);
+    expect(open.status).toBe(200);
+    expect(open.body).toEqual([
+      expect.objectContaining({
+        machineId: id,
+        command: ['/bin/sleep', '300'],
+        tty: false,
+        agent: false,
+      }),
+    ]);
+    s.ws.close();
+    await until(() => false, 0).catch(() => undefined);
+    await expect
+      .poll(async () => (await bed.req('GET', `/v1/machines/${id}/exec-sessions`)).body.length, {
+        timeout: 5000,
+      })
+      .toBe(0);
+    const all = await bed.req('GET', `/v1/machines/${id}/exec-sessions?all=true`);
+    expect(all.body.length).toBeGreaterThanOrEqual(3);
+    expect(all.body[0]).toMatchObject({ endReason: 'client-closed' });
+    expect(all.body.find((x: { exitCode?: number }) => x.exitCode === 5)).toBeDefined();
+  });
+
+  it('caps sessions per machine with 429 too-many-sessions', async () => {
+    const open: Session[] = [];
+    for (let i = 0; i < MAX_SESSIONS_PER_MACHINE; i++)
+      open.push(await session(id, '?cmd=/bin/sleep&cmd=300'));
+    const refused = await session(id, '?cmd=/bin/true').catch((e) => e);
+    expect([refused.status, refused.body.code, refused.body.limit]).toEqual([
+      429,
+      'too-many-sessions',
+      MAX_SESSIONS_PER_MACHINE,
+    ]);
+    for (const s of open) s.ws.close();
+    await expect
+      .poll(async () => (await bed.req('GET', `/v1/machines/${id}/exec-sessions`)).body.length, {
+        timeout: 5000,
+      })
+      .toBe(0);
+  });
+
+  it('answers 426 without an upgrade, and the errors of 7.6 before upgrading', async () => {
+    const plain = await bed.req('GET', `/v1/machines/${id}/exec`);
+    expect([plain.status, plain.body.code]).toEqual([426, 'upgrade-required']);
+    const stopped = await session(stoppedId).catch((e) => e);
+    expect([stopped.status, stopped.body.code]).toEqual([409, 'machine-stopped']);
+    const missing = await session('mch-nope').catch((e) => e);
+    expect([missing.status, missing.body.code]).toEqual([404, 'machine-not-found']);
+    const anonymous = await session(id, '', 'nope').catch((e) => e);
+    expect(anonymous.status).toBe(401);
+    const job = await bed.req('POST', '/v1/apps/idle/machines?wait=false', {
+      image: jobImage,
+      command: ['/bin/sleep', '60'],
+    });
+    const jobShell = await session(job.body.id).catch((e) => e);
+    expect([jobShell.status, jobShell.body.code]).toEqual([409, 'console-machine']);
+    const prod = (
+      await bed.req('POST', '/v1/tokens', { name: 'p', agent: { class: 'production' } })
+    ).body.token;
+    const agent = await session(id, '', prod).catch((e) => e);
+    expect([agent.status, agent.body.code]).toEqual([403, 'agent-token-production-readonly']);
+  });
+
+  it('wakes a suspended machine for a session', async () => {
+    expect((await bed.req('POST', `/v1/machines/${id}/suspend`)).body.observedState).toBe(
+      'suspended',
+    );
+    const s = await session(id, '?cmd=/bin/echo&cmd=awake');
+    expect(await s.exit).toMatchObject({ code: 0 });
+    expect(s.out[1]).toBe('awake\n');
+    expect((await bed.req('GET', `/v1/machines/${id}`)).body.observedState).toBe('running');
+  });
+
+  it('limits session starts to 120 a minute per organization, with Retry-After', async () => {
+    // Last: it spends the organization's starts. A stopped machine refuses each start after counting it.
+    let refused: any;
+    for (let i = 0; i < 130 && !refused; i++) {
+      const e = await session(stoppedId).catch((err) => err);
+      if (e.status === 429) refused = e;
+      else expect(e.body.code).toBe('machine-stopped');
+    }
+    expect(refused?.body.code).toBe('rate-limited');
+    expect(Number(refused.headers['retry-after'])).toBeGreaterThan(0);
+  });
+});
