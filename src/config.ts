@@ -37,6 +37,8 @@ export const configSchema = z.object({
   logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   /** How long a worker's claim on a job lasts without a heartbeat before another may take it. */
   jobLeaseMs: z.number().int().min(500).default(30_000),
+  /** How often machines' internal ports are probed for `liveness`. */
+  livenessIntervalMs: z.number().int().min(100).default(5000),
   /** Where object bytes live: absent = DATA_DIR/objects; `s3://bucket/prefix?endpoint=…` = an S3 service. */
   objectStoreUrl: z.string().optional(),
   objectStoreAccessKeyId: z.string().optional(),
@@ -122,6 +124,7 @@ export function configFromEnv(env: NodeJS.ProcessEnv): ConfigInput {
     serviceUser: pick('PIER_SERVICE_USER'),
     logLevel: pick('PIER_LOG_LEVEL') as ConfigInput['logLevel'],
     jobLeaseMs: num('PIER_JOB_LEASE_MS'),
+    livenessIntervalMs: num('PIER_MACHINE_LIVENESS_MS'),
     objectStoreUrl: pick('PIER_OBJECT_STORE_URL'),
     storagePool: pick('PIER_STORAGE_POOL') as ConfigInput['storagePool'],
     storagePoolGb: num('PIER_STORAGE_POOL_GB'),

@@ -25,6 +25,7 @@ import { scheduleMetering } from './services/machines/metering.js';
 import { scheduleSupervision } from './services/machines/supervise.js';
 import { scheduleMachineSleep } from './services/machines/sleep.js';
 import { scheduleCheckpoints } from './services/machines/checkpoints.js';
+import { scheduleLiveness } from './services/machines/liveness.js';
 import { hostRuntime } from './runtime/host-runtime.js';
 import { scheduleDatabaseUpkeep, takeBackDatabases } from './services/databases/upkeep.js';
 import { blobStoreFromConfig } from './objects/blobs/config.js';
@@ -204,6 +205,8 @@ export async function startPlatform(config: Config, opts: PlatformOptions = {}):
     undo.push(async () => stopMachineSleep());
     const stopCheckpoints = scheduleCheckpoints(ctx);
     undo.push(async () => stopCheckpoints());
+    const stopLiveness = scheduleLiveness(ctx, config.livenessIntervalMs);
+    undo.push(async () => stopLiveness());
     dbHost.startTickers();
     const stopUpkeep = scheduleDatabaseUpkeep(ctx);
     undo.push(async () => stopUpkeep());

@@ -58,6 +58,7 @@ export function hostRuntime(opts: HostRuntimeOptions): MachineRuntime {
     deleteCheckpoint: async (id, key) => (await get()).deleteCheckpoint(id, key),
     memoryCheckpoints: async () => (await get()).memoryCheckpoints(),
     guest: async (id) => (await get()).guest(id),
+    cpuTime: async (id) => (await get()).cpuTime(id),
     shell: async (id, o) => (await get()).shell(id, o),
   };
 }

@@ -95,6 +95,8 @@ export interface GuestSession {
 
 /** One console line of a machine. */
 export interface LogEntry {
+  /** Its position in the machine's log: a cursor that ends just after it. */
+  seq: number;
   at: string;
   stream: 'stdout' | 'stderr';
   text: string;
@@ -143,6 +145,8 @@ export interface MachineRuntime {
   ): Promise<{ entries: LogEntry[]; cursor: number; truncated: boolean }>;
   /** Takes back machines that outlived a restart of pier; returns the ids it found running. */
   recover(): Promise<string[]>;
+  /** CPU time the machine's processes have used so far (ms), undefined when it does not run. */
+  cpuTime(id: string): Promise<number | undefined>;
   /** The running (or suspended) machine's process; undefined when it does not run. */
   guest(id: string): Promise<GuestProcess | undefined>;
   /**

@@ -342,6 +342,10 @@ export interface MachinesTable {
   create_warning: string | null;
   ready_at: NullableTimestamp;
   metered_at: NullableTimestamp;
+  liveness: 'listening' | 'not-listening' | 'no-signal' | null;
+  liveness_reason: string | null;
+  liveness_since: NullableTimestamp;
+  liveness_at: NullableTimestamp;
   /** When its newest checkpoint was taken (spec 2.11 checkpointAt). */
   checkpoint_at: NullableTimestamp;
   /** Last checkpoint number handed out; names checkpoint volumes on the host. */

@@ -236,6 +236,41 @@ describe.skipIf(!root)('machines', () => {
     expect(bad.status).toBe(400);
   });
 
+  it('follows several machines with a small limit, losing and repeating no line', async () => {
+    expect((await req('POST', '/v1/apps', { name: 'chatty' })).status).toBe(201);
+    const ids: string[] = [];
+    for (const who of ['a', 'b']) {
+      const m = await req('POST', '/v1/apps/chatty/machines', {
+        image: silent,
+        readiness: 'boot',
+        start: `for i in 1 2 3 4 5; do echo ${who}$i; done; sleep 3600`,
+      });
+      ids.push(m.body.id);
+    }
+    await waitFor(async () => {
+      const r = await req('GET', '/v1/apps/chatty/logs?limit=100');
+      return r.body.entries?.length >= 10 ? true : undefined;
+    }, 'ten lines');
+    const seen: string[] = [];
+    let cursor = '';
+    for (let i = 0; i < 10; i++) {
+      const page = await req(
+        'GET',
+        `/v1/apps/chatty/logs?limit=3${cursor ? `&cursor=${cursor}` : ''}`,
+      );
+      // A first call without a cursor answers the last lines: follow from the start instead.
+      if (!cursor) {
+        cursor = Buffer.from(JSON.stringify({ [ids[0]!]: 0, [ids[1]!]: 0 })).toString('base64url');
+        continue;
+      }
+      seen.push(...page.body.entries.map((e: { text: string }) => e.text));
+      cursor = page.body.cursor;
+      if (page.body.entries.length === 0) break;
+    }
+    expect([...seen].sort()).toEqual(['a1', 'a2', 'a3', 'a4', 'a5', 'b1', 'b2', 'b3', 'b4', 'b5']);
+    for (const id of ids) await req('POST', `/v1/machines/${id}/destroy`);
+  });
+
   it('restarts a crashed machine by its policy: always by default, never, on-failure with retries', async () => {
     const make = async (restart?: object) => {
       const res = await req('POST', '/v1/apps/site/machines', {
@@ -274,7 +309,8 @@ describe.skipIf(!root)('machines', () => {
   it('sleeps by its policy and wakes on the next request through the proxy', async () => {
     await req('POST', '/v1/apps', { name: 'napper' });
     await req('POST', '/v1/apps', { name: 'halter' });
-    const [nap, halt] = await Promise.all([
+    await req('POST', '/v1/apps', { name: 'cruncher' });
+    const [nap, halt, busy] = await Promise.all([
       req('POST', '/v1/apps/napper/machines', {
         image: web,
         suspendPolicy: { mode: 'suspend', idleSeconds: 10 },
@@ -283,7 +319,15 @@ describe.skipIf(!root)('machines', () => {
         image: web,
         suspendPolicy: { mode: 'stop', idleSeconds: 10 },
       }),
+      // No requests, but a share of a CPU (a loop that works, then rests): never idle.
+      req('POST', '/v1/apps/cruncher/machines', {
+        image: silent,
+        readiness: 'boot',
+        start: 'while true; do i=0; while [ $i -lt 3000 ]; do i=$((i+1)); done; sleep 0.1; done',
+        suspendPolicy: { mode: 'suspend', idleSeconds: 10 },
+      }),
     ]);
+    expect(busy.status).toBe(201);
     expect(nap.status).toBe(201);
     expect(halt.status).toBe(201);
     const state = async (mid: string) => (await req('GET', `/v1/machines/${mid}`)).body;
@@ -295,6 +339,8 @@ describe.skipIf(!root)('machines', () => {
       25_000,
     );
     expect((await state(halt.body.id)).desiredState).toBe('running');
+    expect((await state(busy.body.id)).observedState).toBe('running');
+    await req('POST', `/v1/machines/${busy.body.id}/destroy`);
     for (const [app, mid] of [
       ['napper', nap.body.id],
       ['halter', halt.body.id],

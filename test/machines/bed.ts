@@ -40,6 +40,7 @@ export async function startMachineBed(prefix: string, octet: number): Promise<Ma
   const tp = await startTestPlatform({
     machinesBridge: bridge,
     machinesCidr: `10.${octet + (process.pid % 10)}.0.0/16`,
+    livenessIntervalMs: 300,
   });
   const org = await tp.createOrg();
   const req: MachineBed['req'] = (method, path, body, token = org.token) =>

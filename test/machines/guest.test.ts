@@ -261,6 +261,37 @@ async function until(check: () => boolean, ms = 5000): Promise<void> {
   }
 }
 
+describe.skipIf(!canRunMachines)('liveness', () => {
+  it('says whether the internal port listens, since when, and why not', async () => {
+    const quiet = await bed.req('POST', '/v1/apps/idle/machines', {
+      image: jobImage,
+      readiness: 'boot',
+      start: 'exec sleep 3600',
+    });
+    const look = async (m: string) => (await bed.req('GET', `/v1/machines/${m}`)).body;
+    await expect.poll(async () => (await look(id)).liveness, { timeout: 5000 }).toBe('listening');
+    await expect
+      .poll(async () => (await look(quiet.body.id)).livenessReason, { timeout: 5000 })
+      .toBe('connection refused on port 3000');
+    const q = await look(quiet.body.id);
+    expect(q.liveness).toBe('not-listening');
+    expect(Date.parse(q.livenessAt)).toBeGreaterThanOrEqual(Date.parse(q.livenessSince));
+    await expect
+      .poll(async () => (await look(stoppedId)).liveness, { timeout: 5000 })
+      .toBe('no-signal');
+    expect((await look(stoppedId)).livenessReason).toBe('machine is stopped');
+    await bed.req('POST', `/v1/machines/${quiet.body.id}/destroy`);
+  });
+});
+
+describe.skipIf(!canRunMachines)('screenshots', () => {
+  it('answers 409 not-a-computer for a machine without a desktop, 404 for none', async () => {
+    const res = await bed.req('GET', `/v1/machines/${id}/screenshot`);
+    expect([res.status, res.body.code]).toEqual([409, 'not-a-computer']);
+    expect((await bed.req('GET', '/v1/machines/mch-none/screenshot')).status).toBe(404);
+  });
+});
+
 describe.skipIf(!canRunMachines)('shell sessions', () => {
   it('runs an interactive shell on a PTY, as the machine’s user, with resize', async () => {
     const s = await session(id, '?cols=90&rows=20');

@@ -21,6 +21,7 @@ import {
   type MachineStatus,
 } from '../runtime.js';
 import {
+  cpuTicks,
   mountedType,
   Network,
   readLogs,
@@ -212,6 +213,7 @@ export class LocalRuntime implements MachineRuntime {
         : { after: opts.after, limit: opts.limit },
     );
     const entries: LogEntry[] = page.entries.map((e) => ({
+      seq: e.seq,
       at: e.at,
       stream: e.stream,
       text: e.text,
@@ -241,6 +243,15 @@ export class LocalRuntime implements MachineRuntime {
     }
     this.opts.log.info({ machines: found.length }, 'machines recovered');
     return found;
+  }
+
+  async cpuTime(id: string): Promise<number | undefined> {
+    assertMachineId(id);
+    const pids = await this.opts.cgroups.pids(id).catch(() => []);
+    if (pids.length === 0) return undefined;
+    let ticks = 0;
+    for (const pid of pids) ticks += await cpuTicks(pid);
+    return ticks * 10;
   }
 
   async guest(id: string): Promise<GuestProcess | undefined> {

@@ -17,7 +17,7 @@ export {
 export { ROOT_CAPS, checkSpec, type SandboxSpec } from './spec.js';
 export { Sandboxes, type SandboxesOptions, type StopOptions } from './run.js';
 export type { ExitStatus, SandboxRecord } from './protocol.js';
-export { isRunning, type ProcRef } from './proc.js';
+export { cpuTicks, isRunning, type ProcRef } from './proc.js';
 export {
   LOG_SEGMENTS,
   MIN_LOG_BYTES,

@@ -66,6 +66,17 @@ export function kill(pid: number, signal: NodeJS.Signals | number): boolean {
   }
 }
 
+/**
+ * CPU time `pid` has used, its reaped children's included (utime + stime + cutime +
+ * cstime, fields 14–17 of /proc/<pid>/stat), in clock ticks (1/100 s on Linux); 0 when gone.
+ */
+export async function cpuTicks(pid: number): Promise<number> {
+  const stat = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => '');
+  if (!stat) return 0;
+  const f = statFields(stat);
+  return [11, 12, 13, 14].reduce((sum, i) => sum + (Number(f[i]) || 0), 0);
+}
+
 /** `pid` and every process under it, the deepest first. */
 async function processTree(pid: number): Promise<number[]> {
   const out: number[] = [];

@@ -9,6 +9,7 @@ import { failCopy } from './copy-work.js';
 import { instanceSpec, instancesOf, type DatabaseRow } from './records.js';
 import { removeDatabaseNow } from './remove.js';
 import { serveDatabase, type DatabaseContext } from './work.js';
+import { everyInterval } from '../ticker.js';
 
 /** Opens every front and serves every ready database of this host. */
 export async function takeBackDatabases(ctx: DatabaseContext): Promise<void> {
@@ -113,14 +114,7 @@ export async function settleOrphans(ctx: DatabaseContext): Promise<number> {
 
 /** Runs expiry and the orphan check every `everyMs`; returns a stopper. */
 export function scheduleDatabaseUpkeep(ctx: DatabaseContext, everyMs = 1000): () => void {
-  let running = false;
-  const timer = setInterval(() => {
-    if (running) return;
-    running = true;
-    Promise.all([expireDatabases(ctx), settleOrphans(ctx)])
-      .catch((err: unknown) => ctx.log.warn({ err }, 'database upkeep failed'))
-      .finally(() => (running = false));
-  }, everyMs);
-  timer.unref();
-  return () => clearInterval(timer);
+  return everyInterval(ctx.log, 'database upkeep', everyMs, () =>
+    Promise.all([expireDatabases(ctx), settleOrphans(ctx)]),
+  );
 }

@@ -22,6 +22,7 @@ import type { ServiceContext } from '../context.js';
 import { runtimeOf } from './lifecycle.js';
 import { specOf } from './machines.js';
 import { meterRunning } from './metering.js';
+import { everyInterval } from '../ticker.js';
 import {
   configOf,
   findMachine,
@@ -452,14 +453,5 @@ async function sweepLeftovers(ctx: ServiceContext, now: number): Promise<void> {
 
 /** Runs the automatic checkpoints every `everyMs`; returns a stopper. */
 export function scheduleCheckpoints(ctx: ServiceContext, everyMs = 1000): () => void {
-  let running = false;
-  const timer = setInterval(() => {
-    if (running) return;
-    running = true;
-    checkpointTick(ctx)
-      .catch((err: unknown) => ctx.log.warn({ err }, 'checkpoint tick failed'))
-      .finally(() => (running = false));
-  }, everyMs);
-  timer.unref();
-  return () => clearInterval(timer);
+  return everyInterval(ctx.log, 'checkpoint tick', everyMs, () => checkpointTick(ctx));
 }

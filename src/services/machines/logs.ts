@@ -47,18 +47,23 @@ export async function appLogs(
     throw new ApiError('not-found', `Machine '${opts.machine}' not found in '${appName}'.`);
   }
   const runtime = runtimeOf(ctx);
-  const entries: AppLogs['entries'] = [];
+  const entries: (AppLogs['entries'][number] & { seq: number })[] = [];
   const next = { ...after };
   const truncated: string[] = [];
   for (const m of machines) {
     const page = await runtime.logs(m.id, { after: after[m.id], limit: opts.limit });
     for (const e of page.entries) entries.push({ machineId: m.id, ...e });
-    next[m.id] = page.cursor;
+    // With nothing to read, the cursor still moves past what was rotated away.
+    if (page.entries.length === 0) next[m.id] = page.cursor;
     if (page.truncated) truncated.push(m.id);
   }
-  entries.sort((a, b) => a.at.localeCompare(b.at));
+  entries.sort((a, b) => a.at.localeCompare(b.at) || a.seq - b.seq);
+  // Each machine's cursor ends at its last entry answered, not at the end of its page:
+  // entries cut by the limit come in the next call.
+  const answered = entries.slice(0, opts.limit);
+  for (const e of answered) next[e.machineId] = e.seq;
   return {
-    entries: entries.slice(0, opts.limit),
+    entries: answered.map(({ seq: _seq, ...e }) => e),
     cursor: Buffer.from(JSON.stringify(next)).toString('base64url'),
     truncated,
   };

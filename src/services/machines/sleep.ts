@@ -5,14 +5,15 @@
  * wakes it on the next request. Without a policy a machine never sleeps. The same rule as
  * databases (engines/host/sleep-policy.ts) decides.
  *
- * Activity is proxied requests (and the moment the machine became ready); the machine's
- * CPU use is not measured yet, so a busy machine that serves no HTTP can be put to sleep
- * if its app sets a policy.
+ * Activity is proxied requests (and the moment the machine became ready), and CPU: a
+ * machine that used more than 5% of a CPU between two ticks (its processes' CPU time,
+ * read from /proc) is busy, so a worker that serves no HTTP is not put to sleep.
  */
 import { sleepAction } from '../../engines/host/sleep-policy.js';
 import type { ServiceContext } from '../context.js';
-import { machineAction } from './lifecycle.js';
+import { machineAction, runtimeOf } from './lifecycle.js';
 import { configOf, machinesQuery } from './records.js';
+import { everyInterval } from '../ticker.js';
 
 /** When each machine last served a proxied request (ms), shared by the proxy and the ticker. */
 export const machineActivity = new WeakMap<ServiceContext, Map<string, number>>();
@@ -21,6 +22,27 @@ export function activityOf(ctx: ServiceContext): Map<string, number> {
   let map = machineActivity.get(ctx);
   if (!map) machineActivity.set(ctx, (map = new Map()));
   return map;
+}
+
+/** A machine using more than this share of one CPU since the last tick is not idle. */
+export const BUSY_CPU_SHARE = 0.05;
+
+/** CPU time seen of each machine at the last tick, to tell the share used since. */
+const cpuSeen = new WeakMap<ServiceContext, Map<string, { cpuMs: number; at: number }>>();
+
+/** Whether the machine used more than BUSY_CPU_SHARE of a CPU since the previous tick. */
+async function busyOnCpu(ctx: ServiceContext, id: string, now: number): Promise<boolean> {
+  let seen = cpuSeen.get(ctx);
+  if (!seen) cpuSeen.set(ctx, (seen = new Map()));
+  const cpuMs = await runtimeOf(ctx).cpuTime(id);
+  const before = seen.get(id);
+  if (cpuMs === undefined) {
+    seen.delete(id);
+    return false;
+  }
+  seen.set(id, { cpuMs, at: now });
+  if (!before || now <= before.at) return false;
+  return (cpuMs - before.cpuMs) / (now - before.at) > BUSY_CPU_SHARE;
 }
 
 export async function machineSleepTick(ctx: ServiceContext, now = Date.now()): Promise<void> {
@@ -32,6 +54,9 @@ export async function machineSleepTick(ctx: ServiceContext, now = Date.now()): P
   for (const row of rows) {
     const config = configOf(row);
     if (config.suspendPolicy.mode === 'off') continue;
+    if (row.observed_state === 'running' && (await busyOnCpu(ctx, row.id, now))) {
+      activity.set(row.id, now);
+    }
     const since = Math.max(
       activity.get(row.id) ?? 0,
       (row.ready_at ?? row.created_at).getTime(),
@@ -53,14 +78,5 @@ export async function machineSleepTick(ctx: ServiceContext, now = Date.now()): P
 
 /** Applies the sleep policy every `everyMs`; returns a stopper. */
 export function scheduleMachineSleep(ctx: ServiceContext, everyMs = 1000): () => void {
-  let running = false;
-  const timer = setInterval(() => {
-    if (running) return;
-    running = true;
-    machineSleepTick(ctx)
-      .catch((err: unknown) => ctx.log.warn({ err }, 'machine sleep tick failed'))
-      .finally(() => (running = false));
-  }, everyMs);
-  timer.unref();
-  return () => clearInterval(timer);
+  return everyInterval(ctx.log, 'machine sleep tick', everyMs, () => machineSleepTick(ctx));
 }

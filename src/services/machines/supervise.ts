@@ -10,6 +10,7 @@ import type { ServiceContext } from '../context.js';
 import { specOf } from './machines.js';
 import { meterRunning } from './metering.js';
 import { configOf, machinesQuery, type MachineRow } from './records.js';
+import { everyInterval } from '../ticker.js';
 
 /** Whether a machine whose process exited with `code` restarts under its policy. */
 export function shouldRestart(row: MachineRow, code: number | null): boolean {
@@ -87,14 +88,5 @@ export async function superviseTick(ctx: ServiceContext): Promise<void> {
 
 /** Runs the restart policy every `everyMs`; returns a stopper. */
 export function scheduleSupervision(ctx: ServiceContext, everyMs = 1000): () => void {
-  let running = false;
-  const timer = setInterval(() => {
-    if (running) return;
-    running = true;
-    superviseTick(ctx)
-      .catch((err: unknown) => ctx.log.warn({ err }, 'machine supervision failed'))
-      .finally(() => (running = false));
-  }, everyMs);
-  timer.unref();
-  return () => clearInterval(timer);
+  return everyInterval(ctx.log, 'machine supervision', everyMs, () => superviseTick(ctx));
 }

@@ -9,6 +9,7 @@ import { z } from 'zod';
 import { machineConfigSchema } from '../../../services/machines/config-schema.js';
 import { machineAction } from '../../../services/machines/lifecycle.js';
 import { appLogs } from '../../../services/machines/logs.js';
+import { machineScreenshot } from '../../../services/machines/screenshot.js';
 import {
   createMachine,
   getMachine,
@@ -110,6 +111,16 @@ export function machineRoutes(root: FastifyInstance, { ctx }: AppDeps): void {
     },
     handler: async (req) =>
       machineAction(ctx, principalOf(req).orgId, req.params.id, req.params.action),
+  });
+
+  app.get('/v1/machines/:id/screenshot', {
+    config: { auth: { ...auth.R('AD'), appOf } },
+    schema: {
+      tags,
+      summary: "A screenshot of a computer machine's desktop (409 not-a-computer otherwise)",
+      params: idParams,
+    },
+    handler: async (req) => machineScreenshot(ctx, principalOf(req).orgId, req.params.id),
   });
 
   app.get('/v1/apps/:name/logs', {

@@ -1,0 +1,82 @@
+/**
+ * Liveness of machines (spec 2.11 `liveness` and its companions): every few seconds the
+ * platform opens a TCP connection to each running machine's `internalPort`, as the proxy
+ * would. `listening` when it is accepted; `not-listening` with the reason (refused, no
+ * answer in time) when not; `no-signal` when the machine does not run (suspended,
+ * stopped), since probing a sleeping machine would wake it. `livenessSince` is when the
+ * current value began, `livenessAt` when it was last confirmed.
+ */
+import net from 'node:net';
+import type { ServiceContext } from '../context.js';
+import { everyInterval } from '../ticker.js';
+import { runtimeOf } from './lifecycle.js';
+import { configOf, machinesQuery, type MachineRow } from './records.js';
+
+type Liveness = NonNullable<MachineRow['liveness']>;
+
+/** How long a probe waits for the connection. */
+const PROBE_TIMEOUT_MS = 1000;
+
+/** Connects to host:port; resolves with why not, or undefined when accepted. */
+export function probe(host: string, port: number, timeoutMs = PROBE_TIMEOUT_MS) {
+  return new Promise<string | undefined>((resolve) => {
+    const socket = net.connect({ host, port });
+    const done = (why?: string) => {
+      socket.destroy();
+      resolve(why);
+    };
+    socket.setTimeout(timeoutMs, () => done(`no answer on port ${port} within ${timeoutMs} ms`));
+    socket.once('connect', () => done());
+    socket.once('error', (err: NodeJS.ErrnoException) =>
+      done(err.code === 'ECONNREFUSED' ? `connection refused on port ${port}` : err.message),
+    );
+  });
+}
+
+async function observe(ctx: ServiceContext, row: MachineRow): Promise<[Liveness, string | null]> {
+  if (row.observed_state !== 'running') return ['no-signal', `machine is ${row.observed_state}`];
+  const port = configOf(row).internalPort;
+  const address = await runtimeOf(ctx).address(row.id, port);
+  if (!address) return ['no-signal', 'machine has no address'];
+  const why = await probe(address.host, address.port);
+  return why ? ['not-listening', why] : ['listening', null];
+}
+
+export async function livenessTick(ctx: ServiceContext): Promise<void> {
+  const rows = await machinesQuery(ctx.db)
+    .where('machines.host', '=', 'local')
+    .where((eb) =>
+      eb.or([
+        eb('machines.observed_state', 'in', ['running', 'suspended', 'stopped']),
+        eb('machines.liveness', 'is not', null),
+      ]),
+    )
+    .where('machines.observed_state', '<>', 'deleted')
+    .execute();
+  await Promise.all(
+    rows.map(async (row) => {
+      const [value, reason] = await observe(ctx, row);
+      const now = new Date();
+      await ctx.db
+        .updateTable('machines')
+        .set((eb) => ({
+          liveness: value,
+          liveness_reason: reason,
+          liveness_at: now,
+          liveness_since: eb
+            .case()
+            .when('liveness', 'is distinct from', value)
+            .then(now)
+            .else(eb.ref('liveness_since'))
+            .end(),
+        }))
+        .where('id', '=', row.id)
+        .execute();
+    }),
+  );
+}
+
+/** Probes every machine every `everyMs`; returns a stopper. */
+export function scheduleLiveness(ctx: ServiceContext, everyMs = 5000): () => void {
+  return everyInterval(ctx.log, 'machine liveness', everyMs, () => livenessTick(ctx));
+}
