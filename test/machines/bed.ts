@@ -7,6 +7,7 @@ import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { pushImage, type ImageSpec } from '../../src/runtime/images/build.test-helper.js';
 import {
+  restartTestPlatform,
   startTestPlatform,
   type ApiAnswer,
   type TestOrg,
@@ -22,6 +23,8 @@ export interface MachineBed {
   org: TestOrg;
   /** A JSON request with the org's key (or `token`). */
   req(method: string, path: string, body?: unknown, token?: string): Promise<ApiAnswer<any>>;
+  /** Stops pier and starts it again on the same database and data (machines keep running). */
+  restart(): Promise<void>;
   /** Pushes an image to the registry; returns its reference. */
   image(name: string, spec: ImageSpec): Promise<string>;
   close(): Promise<void>;
@@ -37,32 +40,35 @@ export const canRunMachines = process.getuid?.() === 0;
 export async function startMachineBed(prefix: string, octet: number): Promise<MachineBed> {
   const bridge = `${prefix}${process.pid % 100000}`;
   const registry = await startRegistry();
-  const tp = await startTestPlatform({
+  const config = {
     machinesBridge: bridge,
     machinesCidr: `10.${octet + (process.pid % 10)}.0.0/16`,
     livenessIntervalMs: 300,
-  });
-  const org = await tp.createOrg();
-  const req: MachineBed['req'] = (method, path, body, token = org.token) =>
-    tp.request(method, path, { token, body });
-  return {
+  };
+  const first = await startTestPlatform(config);
+  const org = await first.createOrg();
+  const bed: MachineBed = {
     registry,
-    tp,
+    tp: first,
     org,
-    req,
+    req: (method, path, body, token = org.token) => bed.tp.request(method, path, { token, body }),
+    async restart() {
+      bed.tp = await restartTestPlatform(bed.tp, config);
+    },
     async image(name, spec) {
       await pushImage(registry.url, name, spec);
       return `${registry.host}/${name}`;
     },
     async close() {
-      for (const a of (await req('GET', '/v1/apps')).body ?? []) {
-        for (const m of (await req('GET', `/v1/apps/${a.name}/machines`)).body ?? []) {
-          await req('POST', `/v1/machines/${m.id}/destroy`);
+      for (const a of (await bed.req('GET', '/v1/apps')).body ?? []) {
+        for (const m of (await bed.req('GET', `/v1/apps/${a.name}/machines`)).body ?? []) {
+          await bed.req('POST', `/v1/machines/${m.id}/destroy`);
         }
       }
-      await tp.close();
+      await bed.tp.close();
       await registry.stop();
       await execFileP('ip', ['link', 'del', 'dev', bridge]).catch(() => undefined);
     },
   };
+  return bed;
 }

@@ -6,7 +6,9 @@
  * of spec 7.6).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { spawn } from 'node:child_process';
 import WebSocket from 'ws';
+import { procRef } from '../../src/runtime/sandbox/proc.js';
 import { busyboxLayer } from '../../src/runtime/images/build.test-helper.js';
 import { FILE_CAP_BYTES } from '../../src/services/machines/files.js';
 import { MAX_SESSIONS_PER_MACHINE } from '../../src/services/machines/exec-sessions.js';
@@ -391,6 +393,36 @@ describe.skipIf(!canRunMachines)('shell sessions', () => {
     expect(await s.exit).toMatchObject({ code: 0 });
     expect(s.out[1]).toBe('awake\n');
     expect((await bed.req('GET', `/v1/machines/${id}`)).body.observedState).toBe('running');
+  });
+
+  it('ends, after a restart of pier, the sessions its last run left open', async () => {
+    // What a pier killed mid-session leaves: an open audit row, and its process running.
+    const left = spawn('/bin/sleep', ['4321'], { stdio: 'ignore' });
+    const ref = await procRef(left.pid!);
+    await bed.tp.platform.ctx.db
+      .insertInto('exec_sessions')
+      .values({
+        id: 'exs-left-behind',
+        org_id: bed.org.id,
+        machine_id: id,
+        key_id: 'key-x',
+        agent: false,
+        command: JSON.stringify(['/bin/sleep', '4321']),
+        tty: false,
+        client_ip: '127.0.0.1',
+        host: 'local',
+        pid: left.pid!,
+        pid_start: ref!.start,
+      })
+      .execute();
+    const gone = new Promise((resolve) => left.once('exit', (_code, signal) => resolve(signal)));
+    await bed.restart();
+    expect(await gone).toBe('SIGKILL');
+    const all = (await bed.req('GET', `/v1/machines/${id}/exec-sessions?all=true`)).body;
+    expect(all.find((x: { id: string }) => x.id === 'exs-left-behind')).toMatchObject({
+      endReason: 'platform-restart',
+    });
+    expect((await bed.req('GET', `/v1/machines/${id}/exec-sessions`)).body).toEqual([]);
   });
 
   it('limits session starts to 120 a minute per organization, with Retry-After', async () => {
