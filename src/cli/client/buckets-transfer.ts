@@ -3,41 +3,17 @@
  * Both directions stream, so an object of any size costs a few chunks of memory, and a
  * download only takes its final name once every byte is on disk.
  */
-import { randomBytes } from 'node:crypto';
-import { createReadStream, createWriteStream, unlinkSync } from 'node:fs';
-import { rename, rm, stat } from 'node:fs/promises';
-import path from 'node:path';
-import type { Readable } from 'node:stream';
-import { pipeline } from 'node:stream/promises';
 import type { Presigned } from './buckets-types.js';
 import { ApiCallError, CliError, NetworkError } from './errors.js';
+import { counted, emptyBody, toFile, toStdout, webStream, type Source } from './byte-streams.js';
 import { Progress } from './progress.js';
 
-/** Where an upload's bytes come from. */
-export interface Source {
-  stream: Readable;
-  /** Unknown for stdin. */
-  size?: number;
-}
-
 /** How a transfer shows its progress. */
+export { openSource, type Source } from './byte-streams.js';
+
 export interface MeterOptions {
   label: string;
   show: boolean;
-}
-
-/** Opens a local file for upload, or stdin for `-`. */
-export async function openSource(file: string): Promise<Source> {
-  if (file === '-') {
-    if (process.stdin.isTTY)
-      process.stderr.write('Reading the object from stdin; end with Ctrl-D.\n');
-    return { stream: process.stdin };
-  }
-  const info = await stat(file).catch((err: NodeJS.ErrnoException) => {
-    throw new CliError(`cannot read ${file}: ${err.code ?? err.message}`);
-  });
-  if (!info.isFile()) throw new CliError(`${file} is not a file`);
-  return { stream: createReadStream(file), size: info.size };
 }
 
 /** PUTs `source` to a presigned URL; answers the number of bytes sent. */
@@ -110,85 +86,6 @@ export async function gatewayError(res: Response): Promise<ApiCallError> {
   const fallback = `the gateway answered HTTP ${res.status}`;
   if (code) return new ApiCallError(res.status, code, xmlText(text, 'Message') ?? fallback);
   return new ApiCallError(res.status, `http-${res.status}`, fallback);
-}
-
-/**
- * A web stream pulling from a Node stream one chunk at a time. Readable.toWeb would do,
- * but on Node 20 it counts chunks rather than bytes against its high-water mark and can
- * read far ahead of the network; pulling keeps at most a chunk or two in memory.
- */
-function webStream(source: Readable, progress: Progress): ReadableStream<Uint8Array> {
-  const chunks = source[Symbol.asyncIterator]() as AsyncIterator<Buffer>;
-  return new ReadableStream<Uint8Array>({
-    async pull(controller) {
-      const next = await chunks.next();
-      if (next.done) return controller.close();
-      progress.add(next.value.byteLength);
-      controller.enqueue(next.value);
-    },
-    async cancel() {
-      // Ending the iterator destroys the file stream and closes its descriptor.
-      await chunks.return?.();
-    },
-  });
-}
-
-async function* counted(
-  body: AsyncIterable<Uint8Array>,
-  progress: Progress,
-): AsyncGenerator<Uint8Array> {
-  for await (const chunk of body) {
-    progress.add(chunk.byteLength);
-    yield chunk;
-  }
-}
-
-async function* emptyBody(): AsyncGenerator<Uint8Array> {}
-
-async function toStdout(chunks: AsyncIterable<Uint8Array>): Promise<void> {
-  try {
-    await pipeline(chunks, process.stdout);
-  } catch (err) {
-    // The reader went away (`| head`): what it wanted it has, which is not a failure.
-    if ((err as NodeJS.ErrnoException).code !== 'EPIPE') throw err;
-  }
-}
-
-/**
- * Writes to a temporary file beside the target and renames it at the end, so a failed
- * or interrupted download never leaves a half file under the name asked for.
- */
-async function toFile(
-  chunks: AsyncIterable<Uint8Array>,
-  target: string,
-  check: () => void,
-): Promise<void> {
-  const tmp = path.join(
-    path.dirname(target),
-    `.${path.basename(target)}.${randomBytes(4).toString('hex')}.pier-part`,
-  );
-  // A listener replaces the default exit on these signals, so it must exit itself.
-  const onSignal = (signal: NodeJS.Signals) => {
-    try {
-      unlinkSync(tmp);
-    } catch {
-      // Not created yet, or already gone: nothing to clean.
-    }
-    process.exit(signal === 'SIGINT' ? 130 : 143);
-  };
-  process.once('SIGINT', onSignal);
-  process.once('SIGTERM', onSignal);
-  try {
-    await pipeline(chunks, createWriteStream(tmp, { flags: 'wx' }));
-    check();
-    await rename(tmp, target);
-  } catch (err) {
-    await rm(tmp, { force: true });
-    throw err;
-  } finally {
-    process.off('SIGINT', onSignal);
-    process.off('SIGTERM', onSignal);
-  }
 }
 
 /**

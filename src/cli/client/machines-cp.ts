@@ -4,17 +4,14 @@
  * the file). Both directions stream; a download takes its final name only once every
  * byte is on disk.
  */
-import { randomBytes } from 'node:crypto';
-import { createReadStream, createWriteStream, rmSync } from 'node:fs';
-import { rename, rm, stat } from 'node:fs/promises';
+import { stat } from 'node:fs/promises';
 import path from 'node:path';
-import type { Readable } from 'node:stream';
-import { pipeline } from 'node:stream/promises';
 import type { Command } from 'commander';
 import { apiPath, toApiCallError } from './api-client.js';
 import { type CommonOptions, withCommonOptions } from './connect.js';
 import { CliError, NetworkError, action } from './errors.js';
 import { type Credentials, credentials } from './machines-common.js';
+import { counted, emptyBody, openSource, toFile, toStdout, webStream } from './byte-streams.js';
 import { say } from './output.js';
 import { Progress, formatBytes, progressWanted } from './progress.js';
 
@@ -170,19 +167,6 @@ async function download(
   if (target !== '-') say(`Copied ${where} to ${target} (${formatBytes(progress.bytes)}).`);
 }
 
-async function openSource(file: string): Promise<{ stream: Readable; size?: number }> {
-  if (file === '-') {
-    if (process.stdin.isTTY)
-      process.stderr.write('Reading the file from stdin; end with Ctrl-D.\n');
-    return { stream: process.stdin };
-  }
-  const info = await stat(file).catch((err: NodeJS.ErrnoException) => {
-    throw new CliError(`cannot read ${file}: ${err.code ?? err.message}`);
-  });
-  if (!info.isFile()) throw new CliError(`${file} is not a file`);
-  return { stream: createReadStream(file), size: info.size };
-}
-
 /** An error answer as the API client reports it (`pier: message (code)`). */
 async function answerError(res: Response) {
   const text = await res.text().catch(() => '');
@@ -205,73 +189,6 @@ async function send(creds: Credentials, url: string, init: StreamingRequestInit)
     const cause = (err as { cause?: { code?: unknown; message?: unknown } }).cause;
     const why = typeof cause?.code === 'string' ? cause.code : String(cause?.message ?? err);
     throw new NetworkError(`cannot reach ${creds.apiUrl}: ${why}`);
-  }
-}
-
-/** Pulls one chunk at a time, so a large file costs a chunk or two of memory. */
-function webStream(source: Readable, progress: Progress): ReadableStream<Uint8Array> {
-  const chunks = source[Symbol.asyncIterator]() as AsyncIterator<Buffer>;
-  return new ReadableStream<Uint8Array>({
-    async pull(controller) {
-      const next = await chunks.next();
-      if (next.done) return controller.close();
-      progress.add(next.value.byteLength);
-      controller.enqueue(next.value);
-    },
-    async cancel() {
-      await chunks.return?.();
-    },
-  });
-}
-
-async function* counted(
-  body: AsyncIterable<Uint8Array>,
-  progress: Progress,
-): AsyncGenerator<Uint8Array> {
-  for await (const chunk of body) {
-    progress.add(chunk.byteLength);
-    yield chunk;
-  }
-}
-
-async function* emptyBody(): AsyncGenerator<Uint8Array> {}
-
-async function toStdout(chunks: AsyncIterable<Uint8Array>): Promise<void> {
-  try {
-    await pipeline(chunks, process.stdout);
-  } catch (err) {
-    // The reader went away (`| head`): what it wanted it has.
-    if ((err as NodeJS.ErrnoException).code !== 'EPIPE') throw err;
-  }
-}
-
-/** Into a temporary file beside the target, renamed at the end: never a half file. */
-async function toFile(
-  chunks: AsyncIterable<Uint8Array>,
-  target: string,
-  check: () => void,
-): Promise<void> {
-  const tmp = path.join(
-    path.dirname(target),
-    `.${path.basename(target)}.${randomBytes(4).toString('hex')}.pier-part`,
-  );
-  // A listener replaces the default exit on these signals, so it must exit itself.
-  const onSignal = (signal: NodeJS.Signals) => {
-    rmSync(tmp, { force: true });
-    process.exit(signal === 'SIGINT' ? 130 : 143);
-  };
-  process.once('SIGINT', onSignal);
-  process.once('SIGTERM', onSignal);
-  try {
-    await pipeline(chunks, createWriteStream(tmp, { flags: 'wx' }));
-    check();
-    await rename(tmp, target);
-  } catch (err) {
-    await rm(tmp, { force: true });
-    throw err;
-  } finally {
-    process.off('SIGINT', onSignal);
-    process.off('SIGTERM', onSignal);
   }
 }
 

@@ -1,0 +1,273 @@
+/**
+ * Many machines at once: `BENCH_MACHINES_MANY` (default 100) creates sent concurrently
+ * (`POST /v1/apps/:app/machines`, wait=true, memoryMb 128), timed until every one has
+ * answered 201; then, with all of them running and idle, the memory of the platform
+ * itself: the RSS of the `pier serve` process (a process of its own, lib/machine-pier.ts),
+ * and separately the per-machine processes pier starts — one Node keeper per machine
+ * (found by the sandboxes' records), bwrap's monitor and reaper — with the machines'
+ * own busybox httpd for scale. RSS counts shared pages in every process; PSS splits them,
+ * so the keepers' PSS sum is what they take together.
+ *
+ * Baselines, in the same run: the same number of plain fork+exec of the same busybox
+ * httpd at once, until every one answered its first 200 (time); and pier's RSS with no
+ * machine, both right after its start and after one machine was created and destroyed
+ * (the runtime's code loaded, the image pulled).
+ *
+ * The runner's ratio is baseline time ÷ pier time. The goal (the platform's own memory
+ * under 150 MB with 100 idle machines) is judged on pier's RSS: `goalMet` says so, not the
+ * ratio or p99 of the summary line. Every machine is destroyed at the end (timed, in
+ * `notes`), the bridge removed, also after a failure.
+ */
+import { setTimeout as sleep } from 'node:timers/promises';
+import { compare, type Benchmark } from './lib/benchmark.js';
+import {
+  asLoad,
+  describeSample,
+  fmtMs,
+  percentile,
+  round,
+  Stopwatch,
+  type Sample,
+} from './lib/db-samples.js';
+import {
+  createTimeline,
+  httpGet,
+  inBatches,
+  INTERNAL_PORT,
+  openMachineBench,
+  PAGE,
+  writePage,
+  type MachinePier,
+} from './lib/machine-pier.js';
+import { plainMany } from './lib/machine-plain.js';
+import {
+  childCpuSeconds,
+  cpuByCmdline,
+  cpuDelta,
+  cpuSeconds,
+  hostBusySeconds,
+  memoryOf,
+  memoryOfAll,
+  processCount,
+  type Memory,
+} from './lib/machine-proc.js';
+import { machineBusy } from './lib/s3-load.js';
+
+const COUNT = Number(process.env.BENCH_MACHINES_MANY ?? 100);
+/** How long the machines sit idle before the memory is read (and pier's CPU measured). */
+const IDLE_S = Number(process.env.BENCH_MACHINES_IDLE_S ?? 10);
+/** The issue's goal: the platform's own memory under 150 MB (10^6 bytes) with 100 idle machines. */
+const GOAL_MB = 150;
+const GOAL_MIB = (GOAL_MB * 1e6) / 2 ** 20;
+const APP = 'many';
+
+const mib = (n: number) => `${n.toFixed(1)} MiB`;
+const describeMem = (m: Memory) =>
+  `RSS ${mib(m.rssMiB)} (anonymous ${mib(m.anonMiB)}, file ${mib(m.fileMiB)}; ` +
+  `PSS ${mib(m.pssMiB)}, peak RSS ${mib(m.hwmMiB)})`;
+
+async function pierMemory(b: MachinePier): Promise<Memory> {
+  const m = await memoryOf(b.pid);
+  if (!m) throw new Error(`pier (pid ${b.pid}) is gone:\n${await b.logTail()}`);
+  return m;
+}
+
+interface Created {
+  id?: string;
+  ip?: string;
+  ms: number;
+  /** Where its time went (createTimeline). */
+  where?: Record<string, number>;
+  error?: string;
+}
+
+/** COUNT creates at once; each one's own time and answer. */
+async function createMany(b: MachinePier, count: number): Promise<Created[]> {
+  return Promise.all(
+    Array.from({ length: count }, async (): Promise<Created> => {
+      const sentAt = Date.now();
+      const watch = new Stopwatch();
+      try {
+        const m = await b.createMachine(APP);
+        watch.step('201');
+        const where = createTimeline(sentAt, Date.now(), m);
+        return { id: m.id, ip: m.privateIp, ms: watch.done().ms, where };
+      } catch (err) {
+        watch.step('error');
+        return { ms: watch.done().ms, error: (err as Error).message.split('\n')[0]! };
+      }
+    }),
+  );
+}
+
+const benchmark: Benchmark = {
+  name: 'machines-many',
+  description: `${COUNT} machines created at once: time vs ${COUNT} fork+exec of the same busybox httpd; pier's own memory with them idle`,
+  async run() {
+    const b = await openMachineBench('machines-many');
+    try {
+      const www = `${b.workDir}/www`;
+      await writePage(www);
+      await sleep(3000);
+      const atStart = await pierMemory(b);
+      console.log(`  pier at start, no machine: ${describeMem(atStart)}`);
+
+      await b.createApp(APP);
+      const warm = await b.createMachine(APP);
+      await b.api('POST', `/v1/machines/${warm.id}/destroy`);
+      await sleep(3000);
+      const noMachines = await pierMemory(b);
+      console.log(`  pier after one create + destroy, no machine: ${describeMem(noMachines)}`);
+
+      const plain = await plainMany(www, COUNT);
+      console.log(`  baseline: ${describeSample(plain)}`);
+      await sleep(1000);
+
+      const pgNeedle = b.databaseName ?? 'no-database';
+      const cpu0 = {
+        pier: await cpuSeconds(b.pid),
+        tools: await childCpuSeconds(b.pid),
+        host: await hostBusySeconds(),
+        pg: await cpuByCmdline('postgres', pgNeedle),
+      };
+      const watch = new Stopwatch();
+      const created = await createMany(b, COUNT);
+      watch.step(`${COUNT} × POST → 201`);
+      const pier: Sample = watch.done();
+      const cpuCreate = (await cpuSeconds(b.pid)) - cpu0.pier;
+      const cpuTools = (await childCpuSeconds(b.pid)) - cpu0.tools;
+      const cpuHost = (await hostBusySeconds()) - cpu0.host;
+      const cpuPg = cpuDelta(cpu0.pg, await cpuByCmdline('postgres', pgNeedle));
+      const ok = created.filter((c) => c.id !== undefined);
+      const failed = created.filter((c) => c.error !== undefined);
+      const each = ok.map((c) => c.ms).sort((x, y) => x - y);
+      console.log(
+        `  pier: ${describeSample(pier)}; ${ok.length} created, ${failed.length} failed; ` +
+          (each.length
+            ? `each create p50 ${fmtMs(percentile(each, 50))}, slowest ${fmtMs(each.at(-1)!)}; `
+            : '') +
+          `pier CPU ${cpuCreate.toFixed(1)} s`,
+      );
+      const meanOf = (k: string) =>
+        ok.length ? ok.reduce((a, c) => a + (c.where?.[k] ?? 0), 0) / ok.length : 0;
+      console.log(
+        `    each create, mean: request→row ${fmtMs(meanOf('toRow'))}, row→ready ` +
+          `${fmtMs(meanOf('rowToReady'))} (boot ${fmtMs(meanOf('boot'))}), ready→201 ` +
+          `${fmtMs(meanOf('readyTo201'))}`,
+      );
+      const errors = [...new Set(failed.map((f) => f.error))];
+      for (const e of errors.slice(0, 5)) console.log(`    error: ${e}`);
+      const afterCreate = await pierMemory(b);
+
+      // Every machine answers on its own address (straight over the bridge).
+      let answering = 0;
+      await inBatches(ok, 20, async (c) => {
+        const r = await httpGet(`http://${c.ip}:${INTERNAL_PORT}${PAGE.path}`);
+        if (r.status === 200 && r.text === PAGE.content) answering++;
+      });
+      console.log(`  ${answering} of ${ok.length} answer on their address`);
+
+      const cpuIdleFrom = await cpuSeconds(b.pid);
+      await sleep(IDLE_S * 1000);
+      const cpuIdle = ((await cpuSeconds(b.pid)) - cpuIdleFrom) / IDLE_S;
+      const idle = await pierMemory(b);
+      const records = (await b.sandboxRecords()).filter((r) => ok.some((c) => c.id === r.id));
+      const keepers = await memoryOfAll(records.map((r) => r.keeper.pid));
+      const bwraps = await memoryOfAll(records.flatMap((r) => [r.bwrap.pid, r.init.pid]));
+      const mains = await memoryOfAll(records.flatMap((r) => (r.main ? [r.main.pid] : [])));
+      const processes = await processCount();
+      let keepersCpu = 0;
+      for (const r of records) keepersCpu += await cpuSeconds(r.keeper.pid);
+      const wallS = pier.ms / 1000;
+      console.log(
+        `  CPU during the ${COUNT} creates (${wallS.toFixed(1)} s wall, ${(2 * wallS).toFixed(0)} CPU-s on 2 cores): ` +
+          `host busy ${cpuHost.toFixed(1)} s; pier ${cpuCreate.toFixed(1)} s, the tools it ran ` +
+          `(ip, btrfs, mount, nsenter...) ${cpuTools.toFixed(1)} s, its PostgreSQL backends ` +
+          `${cpuPg.toFixed(1)} s, the keepers (their life so far) ${keepersCpu.toFixed(1)} s`,
+      );
+      console.log(
+        `  pier with ${ok.length} idle machines: ${describeMem(idle)} (goal < ${GOAL_MB} MB = ${mib(GOAL_MIB)})`,
+      );
+      console.log(
+        `    its CPU while idle: ${(cpuIdle * 100).toFixed(1)} % of a core over ${IDLE_S} s`,
+      );
+      console.log(
+        `  keepers (${keepers.count}): RSS ${mib(keepers.rssMiB)} in all, ${mib(keepers.meanRssMiB)} each; ` +
+          `PSS ${mib(keepers.pssMiB)} in all`,
+      );
+      console.log(
+        `  bwrap monitor + reaper (${bwraps.count}): RSS ${mib(bwraps.rssMiB)}, PSS ${mib(bwraps.pssMiB)}; ` +
+          `the machines' httpd (${mains.count}): RSS ${mib(mains.rssMiB)}, PSS ${mib(mains.pssMiB)}`,
+      );
+      console.log(`  processes on the host: ${processes}`);
+
+      const destroyWatch = new Stopwatch();
+      await inBatches(ok, COUNT, (c) => b.api('POST', `/v1/machines/${c.id}/destroy`));
+      destroyWatch.step('destroy all');
+      const destroyMs = destroyWatch.done().ms;
+      console.log(`  destroyed ${ok.length} at once in ${fmtMs(destroyMs)}`);
+      await sleep(2000);
+      const afterDestroy = await pierMemory(b);
+      console.log(`  pier after destroying them: ${describeMem(afterDestroy)}`);
+
+      if (ok.length === 0) throw new Error(`no machine could be created: ${errors.join('; ')}`);
+      const result = compare({
+        name: benchmark.name,
+        baselineLabel: `${COUNT} × fork+exec httpd → 200`,
+        connections: COUNT,
+        baseline: asLoad([plain]),
+        pier: asLoad([pier]),
+        goal: { minRatio: 0, maxP99Ms: Infinity },
+        notes: {
+          store: b.store,
+          ...(b.nodeFlags ? { pierNodeFlags: b.nodeFlags } : {}),
+          headline: `req/s = 1000 ÷ ms for all ${COUNT}; goalMet = pier RSS < ${GOAL_MB} MB with the machines idle`,
+          requested: COUNT,
+          created: ok.length,
+          failed: failed.length,
+          ...(errors.length ? { firstError: errors[0]! } : {}),
+          answering,
+          baselineAllMs: round(plain.ms),
+          pierAllMs: round(pier.ms),
+          pierEachP50Ms: each.length ? round(percentile(each, 50)) : 0,
+          pierEachMaxMs: each.length ? round(each.at(-1)!) : 0,
+          pierCpuDuringCreateS: round(cpuCreate),
+          toolsCpuDuringCreateS: round(cpuTools),
+          pgCpuDuringCreateS: round(cpuPg),
+          hostBusyCpuDuringCreateS: round(cpuHost),
+          keepersCpuS: round(keepersCpu),
+          pierEachToRowMs: round(meanOf('toRow')),
+          pierEachRowToReadyMs: round(meanOf('rowToReady')),
+          pierEachBootMs: round(meanOf('boot')),
+          pierEachReadyTo201Ms: round(meanOf('readyTo201')),
+          pierIdleCpuPct: round(cpuIdle * 100),
+          pierRssAtStartMiB: round(atStart.rssMiB),
+          pierRssNoMachinesMiB: round(noMachines.rssMiB),
+          pierRssAfterCreateMiB: round(afterCreate.rssMiB),
+          pierRssIdleMiB: round(idle.rssMiB),
+          pierPssIdleMiB: round(idle.pssMiB),
+          pierAnonIdleMiB: round(idle.anonMiB),
+          pierFileIdleMiB: round(idle.fileMiB),
+          pierAnonAtStartMiB: round(atStart.anonMiB),
+          pierPeakRssMiB: round(idle.hwmMiB),
+          pierRssAfterDestroyMiB: round(afterDestroy.rssMiB),
+          keepers: keepers.count,
+          keepersRssMiB: round(keepers.rssMiB),
+          keeperMeanRssMiB: round(keepers.meanRssMiB),
+          keepersPssMiB: round(keepers.pssMiB),
+          bwrapRssMiB: round(bwraps.rssMiB),
+          bwrapPssMiB: round(bwraps.pssMiB),
+          machinesHttpdRssMiB: round(mains.rssMiB),
+          hostProcesses: processes,
+          destroyAllMs: round(destroyMs),
+          ...(await machineBusy()),
+        },
+      });
+      return { ...result, goalMet: ok.length === COUNT && idle.rssMiB < GOAL_MIB };
+    } finally {
+      await b.close();
+    }
+  },
+};
+
+export default benchmark;
