@@ -158,7 +158,16 @@ export class CgroupSet {
    */
   enterNow(name: string, pid: number): void {
     assertCgroupName(name);
-    for (const dir of this.backend.dirs(name)) writeFileSync(`${dir}/cgroup.procs`, String(pid));
+    for (const dir of this.backend.dirs(name)) {
+      try {
+        writeFileSync(`${dir}/cgroup.procs`, String(pid));
+      } catch (err) {
+        const code = (err as NodeJS.ErrnoException).code;
+        if (code === 'ENOENT') throw new Error(`cgroup ${name} does not exist (${dir})`);
+        if (code === 'ESRCH') throw new Error(`cannot move pid ${pid}: no such process`);
+        throw err;
+      }
+    }
   }
 
   /**

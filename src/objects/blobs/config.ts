@@ -4,7 +4,7 @@
 import path from 'node:path';
 import type { BlobStore } from './blob-store.js';
 import { FsBlobStore } from './fs-blob-store.js';
-import { S3BlobStore, type S3BlobStoreOptions } from './s3-blob-store.js';
+import type { S3BlobStoreOptions } from './s3-blob-store.js';
 
 /** What {@link blobStoreFromConfig} reads. */
 export interface BlobStoreConfig {
@@ -89,7 +89,7 @@ export function parseObjectStoreUrl(url: string, fallbackRegion?: string): Objec
 }
 
 /**
- * The blob store the configuration asks for: an {@link S3BlobStore} when `objectStoreUrl`
+ * The blob store the configuration asks for: an S3BlobStore when `objectStoreUrl`
  * is set (which then needs both credentials), else an {@link FsBlobStore} under
  * `<dataDir>/objects`, opened (created, stale temp files swept).
  */
@@ -99,6 +99,9 @@ export async function blobStoreFromConfig(opts: BlobStoreConfig): Promise<BlobSt
   if (!opts.accessKeyId || !opts.secretAccessKey) {
     throw new Error('an S3 object store needs an access key id and a secret access key');
   }
+  // Loaded only here: the AWS SDK costs some 20 MiB of memory on a platform that stores
+  // its objects on local disk, as one on a single machine does.
+  const { S3BlobStore } = await import('./s3-blob-store.js');
   return new S3BlobStore({
     ...location,
     accessKeyId: opts.accessKeyId,

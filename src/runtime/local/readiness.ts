@@ -12,8 +12,13 @@ import type { MachineSpec } from '../runtime.js';
 /** The default bound of a readiness wait, without a health check's maxWaitMs. */
 export const DEFAULT_MAX_WAIT_MS = 60_000;
 
-/** How often the port is tried before it first accepts: short, since bootMs counts it. */
-const PORT_POLL_MS = 50;
+/**
+ * How often the port is tried before it first accepts: every 2 ms at first, since bootMs
+ * counts the wait and most servers listen within milliseconds, then half again as long
+ * each time up to 50 ms, so a slow starter is not hammered.
+ */
+const PORT_POLL_FIRST_MS = 2;
+const PORT_POLL_MAX_MS = 50;
 
 /** What a readiness wait ended with. */
 export type Readiness = { ready: true } | { ready: false; exit: ExitStatus } | { ready: false };
@@ -84,6 +89,7 @@ export async function waitReady(spec: MachineSpec, opts: ReadinessOptions): Prom
   const path = check?.path?.startsWith('/') ? check.path : `/${check?.path ?? ''}`;
   let portOpen = false;
   let streak = 0;
+  let pause = PORT_POLL_FIRST_MS;
   for (;;) {
     opts.signal?.throwIfAborted();
     const exit = await opts.exited();
@@ -93,7 +99,10 @@ export async function waitReady(spec: MachineSpec, opts: ReadinessOptions): Prom
     if (!portOpen) {
       portOpen = await tcpOpen(opts.host, port, Math.min(left, 1000));
       if (portOpen && !check?.path) return { ready: true };
-      if (!portOpen) await sleep(Math.min(PORT_POLL_MS, Math.max(0, deadline - Date.now())));
+      if (!portOpen) {
+        await sleep(Math.min(pause, Math.max(0, deadline - Date.now())));
+        pause = Math.min(PORT_POLL_MAX_MS, pause * 1.5);
+      }
       continue;
     }
     const ok = await httpOk(opts.host, port, path, Math.min(check!.timeoutMs, left));

@@ -21,12 +21,15 @@ const TOOL_ENV = {
   LANG: 'C',
 };
 
-/** Runs `argv`, resolving with its stdout; rejects with a CommandError when it fails. */
-export function run(argv: string[], timeoutMs = 30_000): Promise<string> {
+/**
+ * Runs `argv`, resolving with its stdout; rejects with a CommandError when it fails.
+ * `input` is written to its stdin (for `ip -batch -`).
+ */
+export function run(argv: string[], timeoutMs = 30_000, input?: string): Promise<string> {
   const [file, ...args] = argv;
   if (!file) return Promise.reject(new Error('empty command'));
   return new Promise((resolve, reject) => {
-    execFile(
+    const child = execFile(
       file,
       args,
       { env: TOOL_ENV, timeout: timeoutMs, maxBuffer: 16 * 1024 * 1024 },
@@ -36,5 +39,6 @@ export function run(argv: string[], timeoutMs = 30_000): Promise<string> {
         reject(new CommandError(argv, code, stderr || err.message));
       },
     );
+    if (input !== undefined) child.stdin?.end(input);
   });
 }

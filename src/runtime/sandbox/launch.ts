@@ -79,11 +79,15 @@ export function handshake(
     );
     const onMessage = (msg: KeeperMessage) => {
       if (msg.type === 'spawned') {
-        // Moving bwrap while it waits puts every process of the machine in the cgroup.
-        cgroups.adopt(start.cgroup, msg.bwrap).then(
-          () => keeper.send({ type: 'go' }),
-          (err: Error) => settle(err),
-        );
+        // Moving bwrap and its child, the sandbox's init, while both wait puts every
+        // process of the machine in the cgroup. They are all there is of it yet (bwrap
+        // forked only the init, which is blocked), so no scan of /proc is needed.
+        try {
+          for (const pid of [msg.bwrap, msg.init]) cgroups.enterNow(start.cgroup, pid);
+          keeper.send({ type: 'go' });
+        } catch (err) {
+          settle(err as Error);
+        }
       } else if (msg.type === 'started') {
         settle(undefined, msg.pid);
       } else {

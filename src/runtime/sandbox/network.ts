@@ -59,6 +59,20 @@ async function runUnless(argv: string[], done: () => Promise<boolean>): Promise<
   }
 }
 
+/** Lets the namespace's processes bind ports below 1024 and ping, without capabilities. */
+function allowUnprivileged(ns: string): Promise<string> {
+  return run([
+    'nsenter',
+    `--net=/run/netns/${ns}`,
+    '--',
+    'sysctl',
+    '-q',
+    '-w',
+    'net.ipv4.ip_unprivileged_port_start=0',
+    'net.ipv4.ping_group_range=0 2147483647',
+  ]);
+}
+
 /** The platform bridge and the machines' network namespaces on it. */
 export class Network {
   readonly bridge: string;
@@ -116,6 +130,9 @@ export class Network {
       throw new Error(`${ip} is not a machine address in ${this.cidr}`);
     const ns = netnsName(machineId);
     const veth = vethName(machineId);
+    if (!(await netnsExists(ns)) && !(await linkExists(veth))) {
+      return this.freshNetns(ns, veth, ip);
+    }
     if (!(await netnsExists(ns))) {
       await runUnless(['ip', 'netns', 'add', ns], () => netnsExists(ns));
     }
@@ -134,16 +151,39 @@ export class Network {
     }
     await inNs('link', 'set', 'dev', 'eth0', 'up');
     await inNs('route', 'replace', 'default', 'via', this.gateway, 'dev', 'eth0');
-    await run([
-      'nsenter',
-      `--net=/run/netns/${ns}`,
-      '--',
-      'sysctl',
-      '-q',
-      '-w',
-      'net.ipv4.ip_unprivileged_port_start=0',
-      'net.ipv4.ping_group_range=0 2147483647',
-    ]);
+    await allowUnprivileged(ns);
+    return { netns: ns, ip, prefix: this.prefix, gateway: this.gateway, hostVeth: veth };
+  }
+
+  /**
+   * The usual case, a machine's first start: nothing of its network exists, so the same
+   * steps go as two `ip -batch` runs (on the host, then inside the namespace) instead of
+   * one `ip` per step; each spawn of a tool costs milliseconds from a large process. A
+   * batch that fails halfway leaves what the careful path above completes on the retry.
+   */
+  private async freshNetns(ns: string, veth: string, ip: string): Promise<MachineNet> {
+    await run(
+      ['ip', '-batch', '-'],
+      30_000,
+      [
+        `netns add ${ns}`,
+        `link add ${veth} type veth peer name eth0 netns ${ns}`,
+        `link set dev ${veth} master ${this.bridge} up`,
+        '',
+      ].join('\n'),
+    );
+    await run(
+      ['ip', '-n', ns, '-batch', '-'],
+      30_000,
+      [
+        'link set dev lo up',
+        `addr add ${ip}/${this.prefix} dev eth0`,
+        'link set dev eth0 up',
+        `route replace default via ${this.gateway} dev eth0`,
+        '',
+      ].join('\n'),
+    );
+    await allowUnprivileged(ns);
     return { netns: ns, ip, prefix: this.prefix, gateway: this.gateway, hostVeth: veth };
   }
 

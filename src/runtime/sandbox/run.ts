@@ -78,7 +78,27 @@ export class Sandboxes {
    * with the sandbox's last stderr lines, when the sandbox cannot be set up; nothing is
    * left running then.
    */
-  async run(spec: SandboxSpec): Promise<{ pid: number }> {
+  async run(spec: SandboxSpec, early?: ChildProcess): Promise<{ pid: number }> {
+    try {
+      return await this.launch(spec, early);
+    } catch (err) {
+      // A keeper started ahead that never got its start message leaves on disconnect.
+      if (early?.connected) early.disconnect();
+      throw err;
+    }
+  }
+
+  /**
+   * Starts a keeper for a sandbox to be run soon (its state directory must exist), to be
+   * passed to `run`: its Node startup, the slowest step of a start, then overlaps the
+   * host work before it (volume, overlay, network). A keeper never handed to `run`
+   * must be disconnected; it then exits.
+   */
+  startKeeper(stateDir: string): ChildProcess {
+    return spawnKeeper(stateDir);
+  }
+
+  private async launch(spec: SandboxSpec, early?: ChildProcess): Promise<{ pid: number }> {
     checkSpec(spec);
     if ((await this.find(spec.id)) !== undefined) {
       throw new Error(`sandbox ${spec.id} is already running`);
@@ -113,7 +133,7 @@ export class Sandboxes {
       cgroup: spec.cgroup,
       logMaxBytes: spec.logMaxBytes,
     };
-    const keeper = spawnKeeper(spec.stateDir);
+    const keeper = early ?? spawnKeeper(spec.stateDir);
     const pid = await handshake(
       keeper,
       start,

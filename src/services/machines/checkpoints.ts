@@ -19,7 +19,7 @@ import { MachineStartError } from '../../runtime/runtime.js';
 import { PoolError } from '../../storage/pool/pool.js';
 import type { MachineCheckpointsTable } from '../../store/schema.js';
 import type { ServiceContext } from '../context.js';
-import { runtimeOf } from './lifecycle.js';
+import { runtimeOf, setState } from './lifecycle.js';
 import { specOf } from './machines.js';
 import { meterRunning } from './metering.js';
 import { everyInterval } from '../ticker.js';
@@ -285,19 +285,6 @@ export async function deleteCheckpoint(
   await removeCheckpoint(ctx, ck).catch((err: unknown) => {
     throw hostError(err, row.id, 'delete the checkpoint');
   });
-}
-
-async function setState(
-  ctx: ServiceContext,
-  id: string,
-  observed: MachineState,
-  more: Record<string, unknown> = {},
-): Promise<void> {
-  await ctx.db
-    .updateTable('machines')
-    .set({ observed_state: observed, updated_at: new Date(), ...more })
-    .where('id', '=', id)
-    .execute();
 }
 
 /**

@@ -11,6 +11,7 @@ import { runtimeOf } from './lifecycle.js';
 import { specOf } from './machines.js';
 import { machinesQuery } from './records.js';
 import { finishReplace, stopReplaced } from './replace.js';
+import { machineChanged } from './state-events.js';
 import { releaseVolumeLease, takeVolumeLease } from './volume-lease.js';
 
 export function machineJobs(get: () => ServiceContext) {
@@ -50,6 +51,7 @@ export function machineJobs(get: () => ServiceContext) {
             })
             .where('id', '=', machineId)
             .execute();
+          machineChanged(ctx, machineId);
           if (replaces) await finishReplace(ctx, row.org_id, replaces, true);
         } catch (err) {
           // Interrupted by shutdown: the next try resumes it.
@@ -68,6 +70,7 @@ export function machineJobs(get: () => ServiceContext) {
             })
             .where('id', '=', machineId)
             .execute();
+          machineChanged(ctx, machineId);
           if (replaces) await finishReplace(ctx, row.org_id, replaces, false);
         }
       },

@@ -9,6 +9,7 @@ import { MachineStartError } from '../../runtime/runtime.js';
 import type { ServiceContext } from '../context.js';
 import { SUSPEND_MAX_MEMORY_MB } from '../../engines/host/sleep-policy.js';
 import { specOf } from './machines.js';
+import { machineChanged } from './state-events.js';
 import { releaseVolumeLease, takeVolumeLease } from './volume-lease.js';
 import { meterRunning } from './metering.js';
 import { configOf, findMachine, toMachine, type Machine, type MachineRow } from './records.js';
@@ -22,7 +23,8 @@ export function runtimeOf(ctx: ServiceContext) {
   return ctx.machines;
 }
 
-async function setState(
+/** Sets the machine's observed state (and `more` columns), and says so to waiting requests. */
+export async function setState(
   ctx: ServiceContext,
   id: string,
   observed: MachineState,
@@ -33,6 +35,7 @@ async function setState(
     .set({ observed_state: observed, updated_at: new Date(), ...more })
     .where('id', '=', id)
     .execute();
+  machineChanged(ctx, id);
 }
 
 export async function machineAction(

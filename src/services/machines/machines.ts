@@ -22,6 +22,7 @@ import {
   type Machine,
   type MachineRow,
 } from './records.js';
+import { nextChange } from './state-events.js';
 import { TRANSITIONAL, type MachineState } from './states.js';
 
 /** How long a create that waits may take beyond the machine's own readiness bound. */
@@ -192,7 +193,7 @@ export async function waitForState(
         `The machine is ${observed}; it did not become ${states.join(' or ')} in time.`,
       );
     }
-    await new Promise((r) => setTimeout(r, 100));
+    await nextChange(ctx, id, 100);
   }
 }
 
