@@ -18,6 +18,7 @@ import { mkdir, mkdtemp, open, readdir, readFile, rm, writeFile } from 'node:fs/
 import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { CgroupSet } from '../../src/engines/sleep/cgroup.js';
@@ -291,8 +292,11 @@ export async function openMachineBench(label: string): Promise<MachinePier> {
     const operatorToken = randomBytes(24).toString('hex');
     const logFile = path.join(workDir, 'pier.log');
     const logFd = await open(logFile, 'w');
-    // Experiments only: V8 flags for pier's node (e.g. --max-semi-space-size=2).
-    const nodeFlags = (process.env.BENCH_PIER_NODE_FLAGS ?? '').split(' ').filter(Boolean);
+    // The flags bin/pier.js runs node with (its first line), then any of the experiment's.
+    const nodeFlags = [
+      ...(await binNodeFlags()),
+      ...(process.env.BENCH_PIER_NODE_FLAGS ?? '').split(' ').filter(Boolean),
+    ];
     const child = spawn(
       process.execPath,
       [
@@ -478,4 +482,12 @@ export function describeTimeline(t: Record<string, number>): string {
     `request→row ${fmtMs(t.toRow!)}, row→ready ${fmtMs(t.rowToReady!)} ` +
     `(boot ${fmtMs(t.boot!)}: sandbox spawn → port open), ready→201 ${fmtMs(t.readyTo201!)}`
   );
+}
+
+/** The node flags on bin/pier.js's `#!/usr/bin/env -S node …` line. */
+async function binNodeFlags(): Promise<string[]> {
+  const bin = fileURLToPath(new URL('../../bin/pier.js', import.meta.url));
+  const first = (await readFile(bin, 'utf8')).split('\n')[0] ?? '';
+  const words = first.replace(/^#!\S+\s+(-S\s+)?/, '').split(/\s+/);
+  return words.slice(1).filter((w) => w.startsWith('--'));
 }

@@ -41,12 +41,28 @@ export function assertMachineId(id: string): void {
 export class MachineRecords {
   /** Serialises allocations, so two creates at once never pick the same address. */
   private allocating: Promise<unknown> = Promise.resolve();
+  /**
+   * Records read or written so far (one pier per data directory, which it locks, so
+   * nothing else writes them): the loops that look at every machine every second, and
+   * each create's address allocation, read memory, not files.
+   */
+  private readonly cache = new Map<string, MachineRecord>();
+  private cachedAll = false;
 
   constructor(readonly dir: string) {}
 
   /** The record of `id`, or undefined. */
   async get(id: string): Promise<MachineRecord | undefined> {
     assertMachineId(id);
+    const cached = this.cache.get(id);
+    if (cached) return structuredClone(cached);
+    if (this.cachedAll) return undefined;
+    const read = await this.read(id);
+    if (read) this.cache.set(id, read);
+    return read && structuredClone(read);
+  }
+
+  private async read(id: string): Promise<MachineRecord | undefined> {
     const text = await readFile(this.file(id), 'utf8').catch((err: NodeJS.ErrnoException) => {
       if (err.code === 'ENOENT') return undefined;
       throw err;
@@ -56,6 +72,7 @@ export class MachineRecords {
 
   /** Every record (unreadable files skipped: a crash between write and rename leaves none). */
   async all(): Promise<MachineRecord[]> {
+    if (this.cachedAll) return [...this.cache.values()].map((r) => structuredClone(r));
     const names = await readdir(this.dir).catch(() => [] as string[]);
     const ids = names.filter((n) => n.endsWith('.json')).map((n) => n.slice(0, -5));
     const out: MachineRecord[] = [];
@@ -63,6 +80,7 @@ export class MachineRecords {
       const r = await this.get(id).catch(() => undefined);
       if (r) out.push(r);
     }
+    this.cachedAll = true;
     return out;
   }
 
@@ -73,10 +91,12 @@ export class MachineRecords {
     const temp = path.join(this.dir, `.${record.id}.${process.pid}.tmp`);
     await writeFile(temp, JSON.stringify(record, null, 2), { mode: 0o600 });
     await rename(temp, this.file(record.id));
+    this.cache.set(record.id, structuredClone(record));
   }
 
   async remove(id: string): Promise<void> {
     await rm(this.file(id), { force: true });
+    this.cache.delete(id);
   }
 
   /**

@@ -68,6 +68,8 @@ export interface StopOptions {
 export class Sandboxes {
   /** Keepers this instance started: their exit wakes `waitExit` at once. */
   private readonly keepers = new Map<string, ChildProcess>();
+  /** Records of sandboxes last seen running. */
+  private readonly running = new Map<string, SandboxRecord>();
 
   constructor(private readonly opts: SandboxesOptions) {}
 
@@ -150,8 +152,15 @@ export class Sandboxes {
 
   /** The host pid of the sandbox's process while it runs; undefined otherwise. */
   async find(id: string): Promise<number | undefined> {
+    // A running sandbox's record cannot change (a new run needs this one ended), so while
+    // its process lives the record is not read again: one /proc read per look.
+    const known = this.running.get(id);
+    if (known?.main && (await isRunning(known.main))) return known.main.pid;
+    this.running.delete(id);
     const record = await this.record(id);
-    return record?.main && (await isRunning(record.main)) ? record.main.pid : undefined;
+    if (!record?.main || !(await isRunning(record.main))) return undefined;
+    this.running.set(id, record);
+    return record.main.pid;
   }
 
   /** What the sandbox's keeper recorded of its processes, or undefined. */
@@ -229,6 +238,7 @@ export class Sandboxes {
   /** Forgets an ended sandbox (removes its record); its state directory is the caller's. */
   async forget(id: string): Promise<void> {
     if ((await this.find(id)) !== undefined) throw new Error(`sandbox ${id} is running`);
+    this.running.delete(id);
     await rm(this.recordFile(id), { force: true });
   }
 
