@@ -20,7 +20,7 @@ const execFileP = promisify(execFile);
 const root = process.getuid?.() === 0;
 
 /** A bridge and network of this test file's own (removed at the end). */
-const net = { bridge: `pc${process.pid % 100000}`, octet: 60 + (process.pid % 150) };
+const net = { bridge: `pc${process.pid % 100000}`, octet: 180 + (process.pid % 10) };
 
 let registry: TestRegistry;
 let tp: TestPlatform;

@@ -33,7 +33,7 @@ const req = (method: string, p: string, body?: unknown, token = org.token) =>
 const root = process.getuid?.() === 0;
 
 /** A bridge and network of this test file's own (removed at the end), so runs do not share one. */
-const net = { bridge: `pm${process.pid % 100000}`, octet: 30 + (process.pid % 200) };
+const net = { bridge: `pm${process.pid % 100000}`, octet: 100 + (process.pid % 10) };
 function platformConfig() {
   return { machinesBridge: net.bridge, machinesCidr: `10.${net.octet}.0.0/16` };
 }

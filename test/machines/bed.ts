@@ -34,8 +34,10 @@ export interface MachineBed {
 export const canRunMachines = process.getuid?.() === 0;
 
 /**
- * Starts the bed. `prefix` (two letters) names the bridge, `octet` (a second octet
- * unique among the test files) the network `10.<octet+pid>.0.0/16`.
+ * Starts the bed. `prefix` (two letters) names the bridge, `octet` the network
+ * `10.<octet + pid % 10>.0.0/16`. Test files run at once, so each has a range of ten of
+ * its own: api 100, checkpoints 120, guest 140, volumes 160, the CLI's 180 (the runtime
+ * testbeds use 216–218; the benchmarks pick a free one).
  */
 export async function startMachineBed(prefix: string, octet: number): Promise<MachineBed> {
   const bridge = `${prefix}${process.pid % 100000}`;

@@ -5,24 +5,16 @@
  * checkpoints, delete, the errors (404s, 409 duplicate and busy, 501 memory, 400), the
  * crash leftovers of a restore, and destroy removing every checkpoint's disk.
  */
-import { execFile } from 'node:child_process';
 import { readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { busyboxLayer, pushImage } from '../../src/runtime/images/build.test-helper.js';
+import { busyboxLayer } from '../../src/runtime/images/build.test-helper.js';
 import { checkpointTick } from '../../src/services/machines/checkpoints.js';
 import { waitFor } from '../databases/helpers.js';
-import { startTestPlatform, type TestOrg, type TestPlatform } from '../helpers/platform.js';
-import { startRegistry, type TestRegistry } from '../helpers/registry.js';
+import type { TestOrg, TestPlatform } from '../helpers/platform.js';
+import { canRunMachines as root, startMachineBed, type MachineBed } from './bed.js';
 
-const execFileP = promisify(execFile);
-const root = process.getuid?.() === 0;
-
-/** A bridge and network of this test file's own (removed at the end). */
-const net = { bridge: `pk${process.pid % 100000}`, octet: 120 + (process.pid % 100) };
-
-let registry: TestRegistry;
+let bed: MachineBed;
 let tp: TestPlatform;
 let org: TestOrg;
 let other: TestOrg;
@@ -64,29 +56,17 @@ async function createMachine(app: string, extra: Record<string, unknown> = {}) {
 
 beforeAll(async () => {
   if (!root) return;
-  registry = await startRegistry();
-  await pushImage(registry.url, 'files:1', { layers: [busyboxLayer()], config: {} });
-  image = `${registry.host}/files:1`;
-  tp = await startTestPlatform({
-    machinesBridge: net.bridge,
-    machinesCidr: `10.${net.octet}.0.0/16`,
-  });
-  org = await tp.createOrg();
+  bed = await startMachineBed('pk', 120);
+  tp = bed.tp;
+  org = bed.org;
+  image = await bed.image('files:1', { layers: [busyboxLayer()], config: {} });
   other = await tp.createOrg();
   for (const name of ['ck', 'ckauto', 'ckstop'])
     expect((await req('POST', '/v1/apps', { name })).status).toBe(201);
 }, 120_000);
 
 afterAll(async () => {
-  if (!root) return;
-  for (const a of (await req('GET', '/v1/apps')).body ?? []) {
-    for (const m of (await req('GET', `/v1/apps/${a.name}/machines`)).body ?? []) {
-      await req('POST', `/v1/machines/${m.id}/destroy`);
-    }
-  }
-  await tp?.close();
-  await registry?.stop();
-  await execFileP('ip', ['link', 'del', 'dev', net.bridge]).catch(() => undefined);
+  await bed?.close();
 });
 
 describe.skipIf(!root)('machine checkpoints', () => {
@@ -313,8 +293,11 @@ describe.skipIf(!root)('machine checkpoints', () => {
     const record = JSON.parse(await readFile(recordFile, 'utf8'));
     const leftover = `m-${m.id.replace(/^mch-/, '')}-deadbeef`;
     await (await pool()).create(leftover);
-    await writeFile(recordFile, JSON.stringify({ ...record, restoring: leftover }));
     expect((await req('POST', `/v1/machines/${m.id}/stop`)).status).toBe(200);
+    await writeFile(recordFile, JSON.stringify({ ...record, restoring: leftover }));
+    // The next pier reads the record from disk, as after the crash.
+    await bed.restart();
+    tp = bed.tp;
     expect((await req('POST', `/v1/machines/${m.id}/start`)).body.observedState).toBe('running');
     expect(await (await pool()).info(leftover)).toBeUndefined();
     const after = JSON.parse(await readFile(recordFile, 'utf8'));
