@@ -286,11 +286,17 @@ describe.skipIf(!canRunMachines)('liveness', () => {
   });
 });
 
-describe.skipIf(!canRunMachines)('screenshots', () => {
+describe.skipIf(!canRunMachines)('screenshots and migrate', () => {
   it('answers 409 not-a-computer for a machine without a desktop, 404 for none', async () => {
     const res = await bed.req('GET', `/v1/machines/${id}/screenshot`);
     expect([res.status, res.body.code]).toEqual([409, 'not-a-computer']);
     expect((await bed.req('GET', '/v1/machines/mch-none/screenshot')).status).toBe(404);
+  });
+
+  it('answers 501 to migrate: one host, nowhere to go', async () => {
+    const res = await bed.req('POST', `/v1/machines/${id}/migrate`);
+    expect([res.status, res.body.code]).toEqual([501, 'not-implemented']);
+    expect((await bed.req('POST', '/v1/machines/mch-none/migrate')).status).toBe(404);
   });
 });
 

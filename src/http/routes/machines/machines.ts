@@ -6,6 +6,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
+import { ApiError } from '../../../errors/api-error.js';
 import { machineConfigSchema } from '../../../services/machines/config-schema.js';
 import { machineAction } from '../../../services/machines/lifecycle.js';
 import { appLogs } from '../../../services/machines/logs.js';
@@ -111,6 +112,22 @@ export function machineRoutes(root: FastifyInstance, { ctx }: AppDeps): void {
     },
     handler: async (req) =>
       machineAction(ctx, principalOf(req).orgId, req.params.id, req.params.action),
+  });
+
+  app.post('/v1/machines/:id/migrate', {
+    config: { auth: { ...auth.F('AW'), appOf } },
+    schema: {
+      tags,
+      summary: 'Move the machine to another host (501 while the installation has one host)',
+      params: idParams,
+    },
+    handler: async (req) => {
+      await getMachine(ctx, principalOf(req).orgId, req.params.id);
+      throw new ApiError(
+        'not-implemented',
+        'This installation runs machines on one host, so there is no other host to move a machine to.',
+      );
+    },
   });
 
   app.get('/v1/machines/:id/screenshot', {
