@@ -5,12 +5,20 @@
  */
 import type { Presigned } from './buckets-types.js';
 import { ApiCallError, CliError, NetworkError } from './errors.js';
-import { counted, emptyBody, toFile, toStdout, webStream, type Source } from './byte-streams.js';
+import {
+  counted,
+  emptyBody,
+  putStream,
+  toFile,
+  toStdout,
+  type Source,
+  type StreamingRequestInit,
+} from './byte-streams.js';
 import { Progress } from './progress.js';
 
-/** How a transfer shows its progress. */
 export { openSource, type Source } from './byte-streams.js';
 
+/** How a transfer shows its progress. */
 export interface MeterOptions {
   label: string;
   show: boolean;
@@ -26,25 +34,7 @@ export async function upload(
   const headers: Record<string, string> = { ...target.requiredHeaders };
   // S3 refuses a PUT without a length; only stdin, whose length nobody knows, goes
   // chunked, which pier's own gateway accepts.
-  if (source.size !== undefined) headers['content-length'] = String(source.size);
-  const res = await gatewayFetch(target.url, {
-    method: 'PUT',
-    headers,
-    body: webStream(source.stream, progress),
-    duplex: 'half',
-    // Allowing redirects makes Node's fetch keep every chunk sent, to replay the body
-    // (the whole file in memory); a presigned URL never redirects anyway.
-    redirect: 'error',
-  }).catch((err: unknown) => {
-    progress.abort();
-    throw err;
-  });
-  if (!res.ok) {
-    progress.abort();
-    throw await gatewayError(res);
-  }
-  await res.body?.cancel();
-  progress.finish();
+  await putStream(gatewayFetch, target.url, headers, source, progress, gatewayError);
   return progress.bytes;
 }
 
@@ -87,12 +77,6 @@ export async function gatewayError(res: Response): Promise<ApiCallError> {
   if (code) return new ApiCallError(res.status, code, xmlText(text, 'Message') ?? fallback);
   return new ApiCallError(res.status, `http-${res.status}`, fallback);
 }
-
-/**
- * Node's fetch needs `duplex: 'half'` to send a stream body, but the RequestInit type in
- * scope (the DOM one, which a dependency's types pull in) does not declare the field.
- */
-type StreamingRequestInit = RequestInit & { duplex?: 'half' };
 
 /** fetch, with a refused or broken connection reported the way the API client does. */
 async function gatewayFetch(url: string, init: StreamingRequestInit): Promise<Response> {

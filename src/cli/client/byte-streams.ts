@@ -111,3 +111,42 @@ export async function toFile(
     process.off('SIGTERM', onSignal);
   }
 }
+
+/**
+ * Node's fetch needs `duplex: 'half'` to send a stream body, but the RequestInit type in
+ * scope (the DOM one, which a dependency's types pull in) does not declare the field.
+ */
+export type StreamingRequestInit = RequestInit & { duplex?: 'half' };
+
+/**
+ * PUTs `source` to `url` through `send`, streamed and counted by `progress`; a refused
+ * answer becomes `errorOf(res)`. A length is sent when known: only stdin goes chunked.
+ */
+export async function putStream(
+  send: (url: string, init: StreamingRequestInit) => Promise<Response>,
+  url: string,
+  headers: Record<string, string>,
+  source: Source,
+  progress: Progress,
+  errorOf: (res: Response) => Promise<Error>,
+): Promise<void> {
+  if (source.size !== undefined) headers['content-length'] = String(source.size);
+  const res = await send(url, {
+    method: 'PUT',
+    headers,
+    body: webStream(source.stream, progress),
+    duplex: 'half',
+    // Allowing redirects makes Node's fetch keep every chunk sent, to replay the body
+    // (the whole file in memory); neither a presigned URL nor the API redirects.
+    redirect: 'error',
+  }).catch((err: unknown) => {
+    progress.abort();
+    throw err;
+  });
+  if (!res.ok) {
+    progress.abort();
+    throw await errorOf(res);
+  }
+  await res.body?.cancel();
+  progress.finish();
+}

@@ -11,7 +11,15 @@ import { apiPath, toApiCallError } from './api-client.js';
 import { type CommonOptions, withCommonOptions } from './connect.js';
 import { CliError, NetworkError, action } from './errors.js';
 import { type Credentials, credentials } from './machines-common.js';
-import { counted, emptyBody, openSource, toFile, toStdout, webStream } from './byte-streams.js';
+import {
+  counted,
+  emptyBody,
+  openSource,
+  putStream,
+  toFile,
+  toStdout,
+  type StreamingRequestInit,
+} from './byte-streams.js';
 import { say } from './output.js';
 import { Progress, formatBytes, progressWanted } from './progress.js';
 
@@ -103,23 +111,14 @@ async function upload(
     'content-type': 'application/octet-stream',
     accept: 'application/json',
   };
-  if (source.size !== undefined) headers['content-length'] = String(source.size);
-  const res = await send(creds, filesUrl(creds, target), {
-    method: 'PUT',
+  await putStream(
+    (url, init) => send(creds, url, init),
+    filesUrl(creds, target),
     headers,
-    body: webStream(source.stream, progress),
-    duplex: 'half',
-    redirect: 'error',
-  }).catch((err: unknown) => {
-    progress.abort();
-    throw err;
-  });
-  if (!res.ok) {
-    progress.abort();
-    throw await answerError(res);
-  }
-  await res.body?.cancel();
-  progress.finish();
+    source,
+    progress,
+    answerError,
+  );
   say(`Copied ${src === '-' ? 'stdin' : src} to ${where} (${formatBytes(progress.bytes)}).`);
 }
 
@@ -178,9 +177,6 @@ async function answerError(res: Response) {
   }
   return toApiCallError({ status: res.status, headers: res.headers, body });
 }
-
-/** fetch's RequestInit in scope lacks `duplex`, which a streamed body needs. */
-type StreamingRequestInit = RequestInit & { duplex?: 'half' };
 
 async function send(creds: Credentials, url: string, init: StreamingRequestInit) {
   try {

@@ -1,30 +1,10 @@
 /** The shapes of the machine answers the client reads (spec 2.11, 2.12, 4.9; docs/api.md). */
 
-export type MachineState =
-  | 'requested'
-  | 'scheduled'
-  | 'starting'
-  | 'running'
-  | 'suspending'
-  | 'suspended'
-  | 'stopping'
-  | 'stopped'
-  | 'deleted'
-  | 'failed';
+// The states are the server's own list (one source), imported without its dependencies.
+import { MACHINE_STATES, type MachineState } from '../../services/machines/states.js';
 
 /** The states `pier machines wait --state` accepts (the route's own list). */
-export const MACHINE_STATES: MachineState[] = [
-  'requested',
-  'scheduled',
-  'starting',
-  'running',
-  'suspending',
-  'suspended',
-  'stopping',
-  'stopped',
-  'deleted',
-  'failed',
-];
+export { MACHINE_STATES, type MachineState };
 
 /** A machine record (spec 2.11); `config` is the create body with its defaults filled in. */
 export interface Machine {
