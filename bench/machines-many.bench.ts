@@ -20,37 +20,12 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { compare, type Benchmark } from './lib/benchmark.js';
-import {
-  asLoad,
-  describeSample,
-  fmtMs,
-  percentile,
-  round,
-  Stopwatch,
-  type Sample,
-} from './lib/db-samples.js';
-import {
-  createTimeline,
-  httpGet,
-  inBatches,
-  INTERNAL_PORT,
-  openMachineBench,
-  PAGE,
-  writePage,
-  type MachinePier,
-} from './lib/machine-pier.js';
+import { asLoad, describeSample, fmtMs, percentile, round, Stopwatch } from './lib/db-samples.js';
+import { createMany } from './lib/machine-ops.js';
+import { answersOnItsAddress, inBatches, withMachineBench } from './lib/machine-pier.js';
 import { plainMany } from './lib/machine-plain.js';
-import {
-  childCpuSeconds,
-  cpuByCmdline,
-  cpuDelta,
-  cpuSeconds,
-  hostBusySeconds,
-  memoryOf,
-  memoryOfAll,
-  processCount,
-  type Memory,
-} from './lib/machine-proc.js';
+import type { Memory } from './lib/machine-proc.js';
+import { cpuSince, machinesUsage, markCpu, pierCpuOver, pierMemory } from './lib/machine-usage.js';
 import { machineBusy } from './lib/s3-load.js';
 
 const COUNT = Number(process.env.BENCH_MACHINES_MANY ?? 100);
@@ -66,48 +41,11 @@ const describeMem = (m: Memory) =>
   `RSS ${mib(m.rssMiB)} (anonymous ${mib(m.anonMiB)}, file ${mib(m.fileMiB)}; ` +
   `PSS ${mib(m.pssMiB)}, peak RSS ${mib(m.hwmMiB)})`;
 
-async function pierMemory(b: MachinePier): Promise<Memory> {
-  const m = await memoryOf(b.pid);
-  if (!m) throw new Error(`pier (pid ${b.pid}) is gone:\n${await b.logTail()}`);
-  return m;
-}
-
-interface Created {
-  id?: string;
-  ip?: string;
-  ms: number;
-  /** Where its time went (createTimeline). */
-  where?: Record<string, number>;
-  error?: string;
-}
-
-/** COUNT creates at once; each one's own time and answer. */
-async function createMany(b: MachinePier, count: number): Promise<Created[]> {
-  return Promise.all(
-    Array.from({ length: count }, async (): Promise<Created> => {
-      const sentAt = Date.now();
-      const watch = new Stopwatch();
-      try {
-        const m = await b.createMachine(APP);
-        watch.step('201');
-        const where = createTimeline(sentAt, Date.now(), m);
-        return { id: m.id, ip: m.privateIp, ms: watch.done().ms, where };
-      } catch (err) {
-        watch.step('error');
-        return { ms: watch.done().ms, error: (err as Error).message.split('\n')[0]! };
-      }
-    }),
-  );
-}
-
 const benchmark: Benchmark = {
   name: 'machines-many',
   description: `${COUNT} machines created at once: time vs ${COUNT} fork+exec of the same busybox httpd; pier's own memory with them idle`,
-  async run() {
-    const b = await openMachineBench('machines-many');
-    try {
-      const www = `${b.workDir}/www`;
-      await writePage(www);
+  run: () =>
+    withMachineBench('machines-many', async (b, www) => {
       await sleep(3000);
       const atStart = await pierMemory(b);
       console.log(`  pier at start, no machine: ${describeMem(atStart)}`);
@@ -123,21 +61,12 @@ const benchmark: Benchmark = {
       console.log(`  baseline: ${describeSample(plain)}`);
       await sleep(1000);
 
-      const pgNeedle = b.databaseName ?? 'no-database';
-      const cpu0 = {
-        pier: await cpuSeconds(b.pid),
-        tools: await childCpuSeconds(b.pid),
-        host: await hostBusySeconds(),
-        pg: await cpuByCmdline('postgres', pgNeedle),
-      };
+      const cpu0 = await markCpu(b);
       const watch = new Stopwatch();
-      const created = await createMany(b, COUNT);
+      const created = await createMany(b, APP, COUNT);
       watch.step(`${COUNT} × POST → 201`);
-      const pier: Sample = watch.done();
-      const cpuCreate = (await cpuSeconds(b.pid)) - cpu0.pier;
-      const cpuTools = (await childCpuSeconds(b.pid)) - cpu0.tools;
-      const cpuHost = (await hostBusySeconds()) - cpu0.host;
-      const cpuPg = cpuDelta(cpu0.pg, await cpuByCmdline('postgres', pgNeedle));
+      const pier = watch.done();
+      const cpu = await cpuSince(cpu0);
       const ok = created.filter((c) => c.id !== undefined);
       const failed = created.filter((c) => c.error !== undefined);
       const each = ok.map((c) => c.ms).sort((x, y) => x - y);
@@ -146,7 +75,7 @@ const benchmark: Benchmark = {
           (each.length
             ? `each create p50 ${fmtMs(percentile(each, 50))}, slowest ${fmtMs(each.at(-1)!)}; `
             : '') +
-          `pier CPU ${cpuCreate.toFixed(1)} s`,
+          `pier CPU ${cpu.pier.toFixed(1)} s`,
       );
       const meanOf = (k: string) =>
         ok.length ? ok.reduce((a, c) => a + (c.where?.[k] ?? 0), 0) / ok.length : 0;
@@ -162,28 +91,22 @@ const benchmark: Benchmark = {
       // Every machine answers on its own address (straight over the bridge).
       let answering = 0;
       await inBatches(ok, 20, async (c) => {
-        const r = await httpGet(`http://${c.ip}:${INTERNAL_PORT}${PAGE.path}`);
-        if (r.status === 200 && r.text === PAGE.content) answering++;
+        if (await answersOnItsAddress(c.ip!)) answering++;
       });
       console.log(`  ${answering} of ${ok.length} answer on their address`);
 
-      const cpuIdleFrom = await cpuSeconds(b.pid);
-      await sleep(IDLE_S * 1000);
-      const cpuIdle = ((await cpuSeconds(b.pid)) - cpuIdleFrom) / IDLE_S;
+      const cpuIdle = await pierCpuOver(b, IDLE_S);
       const idle = await pierMemory(b);
-      const records = (await b.sandboxRecords()).filter((r) => ok.some((c) => c.id === r.id));
-      const keepers = await memoryOfAll(records.map((r) => r.keeper.pid));
-      const bwraps = await memoryOfAll(records.flatMap((r) => [r.bwrap.pid, r.init.pid]));
-      const mains = await memoryOfAll(records.flatMap((r) => (r.main ? [r.main.pid] : [])));
-      const processes = await processCount();
-      let keepersCpu = 0;
-      for (const r of records) keepersCpu += await cpuSeconds(r.keeper.pid);
+      const { keepers, bwraps, mains, processes, keepersCpu } = await machinesUsage(
+        b,
+        ok.map((c) => c.id!),
+      );
       const wallS = pier.ms / 1000;
       console.log(
         `  CPU during the ${COUNT} creates (${wallS.toFixed(1)} s wall, ${(2 * wallS).toFixed(0)} CPU-s on 2 cores): ` +
-          `host busy ${cpuHost.toFixed(1)} s; pier ${cpuCreate.toFixed(1)} s, the tools it ran ` +
-          `(ip, btrfs, mount, nsenter...) ${cpuTools.toFixed(1)} s, its PostgreSQL backends ` +
-          `${cpuPg.toFixed(1)} s, the keepers (their life so far) ${keepersCpu.toFixed(1)} s`,
+          `host busy ${cpu.host.toFixed(1)} s; pier ${cpu.pier.toFixed(1)} s, the tools it ran ` +
+          `(ip, btrfs, mount, nsenter...) ${cpu.tools.toFixed(1)} s, its PostgreSQL backends ` +
+          `${cpu.pg.toFixed(1)} s, the keepers (their life so far) ${keepersCpu.toFixed(1)} s`,
       );
       console.log(
         `  pier with ${ok.length} idle machines: ${describeMem(idle)} (goal < ${GOAL_MB} MB = ${mib(GOAL_MIB)})`,
@@ -231,10 +154,10 @@ const benchmark: Benchmark = {
           pierAllMs: round(pier.ms),
           pierEachP50Ms: each.length ? round(percentile(each, 50)) : 0,
           pierEachMaxMs: each.length ? round(each.at(-1)!) : 0,
-          pierCpuDuringCreateS: round(cpuCreate),
-          toolsCpuDuringCreateS: round(cpuTools),
-          pgCpuDuringCreateS: round(cpuPg),
-          hostBusyCpuDuringCreateS: round(cpuHost),
+          pierCpuDuringCreateS: round(cpu.pier),
+          toolsCpuDuringCreateS: round(cpu.tools),
+          pgCpuDuringCreateS: round(cpu.pg),
+          hostBusyCpuDuringCreateS: round(cpu.host),
           keepersCpuS: round(keepersCpu),
           pierEachToRowMs: round(meanOf('toRow')),
           pierEachRowToReadyMs: round(meanOf('rowToReady')),
@@ -264,10 +187,7 @@ const benchmark: Benchmark = {
         },
       });
       return { ...result, goalMet: ok.length === COUNT && idle.rssMiB < GOAL_MIB };
-    } finally {
-      await b.close();
-    }
-  },
+    }),
 };
 
 export default benchmark;

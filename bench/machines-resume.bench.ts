@@ -10,29 +10,27 @@
  * For context (in `notes`, not compared): a plain busybox httpd stopped with SIGSTOP,
  * then SIGCONT + GET → 200, the cheapest "resume" a process can have.
  */
-import { compare, type Benchmark } from './lib/benchmark.js';
+import type { Benchmark } from './lib/benchmark.js';
 import {
-  asLoad,
   describeSample,
   describeSamples,
   fmtMs,
   mean,
   round,
-  sampleNotes,
   Stopwatch,
   type Sample,
 } from './lib/db-samples.js';
+import { compareLatency } from './lib/latency-report.js';
+import { timedTransition } from './lib/machine-ops.js';
 import {
   firstOk,
-  openMachineBench,
+  MACHINE_SAMPLES as CYCLES,
   proxiedGet,
-  writePage,
+  withMachineBench,
   type MachinePier,
 } from './lib/machine-pier.js';
 import { plainStopCont } from './lib/machine-plain.js';
-import { machineBusy } from './lib/s3-load.js';
 
-const CYCLES = Number(process.env.BENCH_MACHINES_SAMPLES ?? 10);
 /** Proxied GETs timed on the running machine after each wake. */
 const RUNNING_PER_CYCLE = 3;
 /** The issue's goal: resume to first response under 50 ms. */
@@ -41,16 +39,6 @@ const APP = 'nap';
 
 async function state(b: MachinePier, id: string): Promise<string> {
   return ((await b.api('GET', `/v1/machines/${id}`)) as { observedState: string }).observedState;
-}
-
-async function suspend(b: MachinePier, id: string): Promise<number> {
-  const watch = new Stopwatch();
-  const m = await b.api('POST', `/v1/machines/${id}/suspend`);
-  if (m.observedState !== 'suspended') {
-    throw new Error(`suspend left the machine ${m.observedState}`);
-  }
-  watch.step('done');
-  return watch.done().ms;
 }
 
 async function timedGet(b: MachinePier, step: string): Promise<Sample> {
@@ -64,23 +52,21 @@ async function timedGet(b: MachinePier, step: string): Promise<Sample> {
 const benchmark: Benchmark = {
   name: 'machines-resume',
   description: `GET through the proxy that wakes a suspended machine → 200 vs the same GET to it running, ${CYCLES} cycles`,
-  async run() {
-    const b = await openMachineBench('machines-resume');
-    try {
-      const www = `${b.workDir}/www`;
-      await writePage(www);
+  run: () =>
+    withMachineBench('machines-resume', async (b, www) => {
       await b.createApp(APP);
       const id = (await b.createMachine(APP)).id as string;
+      const suspend = () => timedTransition(b, id, 'suspend', 'suspended');
       // Warm-up: the proxy's path and the wake path once each.
       await timedGet(b, 'warm');
-      await suspend(b, id);
+      await suspend();
       console.log(`  pier warm-up wake: ${describeSample(await timedGet(b, 'woken'))}`);
 
       const woken: Sample[] = [];
       const running: Sample[] = [];
       const suspends: number[] = [];
       for (let i = 1; i <= CYCLES; i++) {
-        suspends.push(await suspend(b, id));
+        suspends.push(await suspend());
         await new Promise((r) => setTimeout(r, 200));
         const w = await timedGet(b, 'wake → 200');
         woken.push(w);
@@ -99,28 +85,19 @@ const benchmark: Benchmark = {
       console.log(`  (plain SIGSTOP/SIGCONT + GET: ${describeSamples(stopCont)})`);
       console.log(`  (POST suspend, untimed by the comparison: mean ${fmtMs(mean(suspends))})`);
 
-      return compare({
+      return compareLatency({
         name: benchmark.name,
         baselineLabel: 'proxied GET, machine running',
-        connections: 1,
-        baseline: asLoad(running),
-        pier: asLoad(woken),
-        goal: { minRatio: 0, maxP99Ms: GOAL_MS },
-        notes: {
-          store: b.store,
-          headline:
-            'pier = GET that wakes a suspended machine; req/s are operations/s (1000 ÷ mean ms); p99 is the slowest sample',
-          suspendMeanMs: round(mean(suspends)),
-          ...sampleNotes('running', running),
-          ...sampleNotes('woken', woken),
-          ...sampleNotes('plainStopCont', stopCont),
-          ...(await machineBusy()),
-        },
+        baseline: running,
+        pier: woken,
+        names: ['running', 'woken'],
+        goalMs: GOAL_MS,
+        store: b.store,
+        pierIs: 'GET that wakes a suspended machine',
+        notes: { suspendMeanMs: round(mean(suspends)) },
+        context: { plainStopCont: stopCont },
       });
-    } finally {
-      await b.close();
-    }
-  },
+    }),
 };
 
 export default benchmark;

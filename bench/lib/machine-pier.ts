@@ -31,9 +31,14 @@ import {
 } from '../../src/runtime/sandbox/index.js';
 import { forceCleanup } from '../../src/storage/pool/btrfs-env.test-helper.js';
 import { freePort, startRegistry, type TestRegistry } from '../../test/helpers/registry.js';
-import { fmtMs } from './db-samples.js';
 import { pierEntry } from './machine-build.js';
 import { call, createBenchOrg, type BenchOrg } from './platform.js';
+
+/**
+ * Samples (or cycles) of the benchmarks that time one machine operation at a time
+ * (`BENCH_MACHINES_SAMPLES`); read once here so that they all take the same number.
+ */
+export const MACHINE_SAMPLES = Number(process.env.BENCH_MACHINES_SAMPLES ?? 10);
 
 const MACHINE_POSTGRES = 'postgresql://postgres@127.0.0.1:5432/postgres';
 /** The page every machine and every baseline serves. */
@@ -89,6 +94,15 @@ export function proxiedGet(
   app: string,
 ): Promise<{ status: number; text: string }> {
   return httpGet(`${pierUrl}${PAGE.path}`, `${app}.127.0.0.1`);
+}
+
+/**
+ * Whether the machine at `ip` serves PAGE itself: a GET straight to its address over the
+ * bridge, past pier's proxy, so that a machine the proxy cannot reach is told apart.
+ */
+export async function answersOnItsAddress(ip: string): Promise<boolean> {
+  const r = await httpGet(`http://${ip}:${INTERNAL_PORT}${PAGE.path}`);
+  return r.status === 200 && r.text === PAGE.content;
 }
 
 /** A GET on a new connection (no keep-alive), with an optional Host header. */
@@ -379,6 +393,25 @@ export async function openMachineBench(label: string): Promise<MachinePier> {
   }
 }
 
+/**
+ * Opens a machine bench for `label`, writes PAGE into `<workDir>/www` (the baselines' web
+ * root) and runs `fn` with both; closes the bench afterwards, also after a failure, so
+ * that no benchmark can leave machines, a bridge or a database behind.
+ */
+export async function withMachineBench<T>(
+  label: string,
+  fn: (b: MachinePier, www: string) => Promise<T>,
+): Promise<T> {
+  const b = await openMachineBench(label);
+  try {
+    const www = `${b.workDir}/www`;
+    await writePage(www);
+    return await fn(b, www);
+  } finally {
+    await b.close();
+  }
+}
+
 async function sandboxRecords(runDir: string): Promise<SandboxRecord[]> {
   const out: SandboxRecord[] = [];
   for (const f of await readdir(runDir).catch(() => [] as string[])) {
@@ -454,34 +487,6 @@ async function leftovers(dataDir: string): Promise<void> {
 export async function writePage(dir: string): Promise<void> {
   await mkdir(dir, { recursive: true });
   await writeFile(path.join(dir, PAGE.path.slice(1)), PAGE.content);
-}
-
-/**
- * Where a create's time went, from the answer's server-side timestamps: the request until
- * the row (`createdAt`), the row until `readyAt` (job pick-up, writable layer, record,
- * overlay, netns, cgroup, sandbox, port check; `bootMs` of it runs from the sandbox's
- * spawn to the open port), and `readyAt` until the 201 reached the client.
- */
-export function createTimeline(
-  sentAt: number,
-  answeredAt: number,
-  m: { createdAt: string; readyAt?: string; bootMs?: number },
-): Record<string, number> {
-  const created = Date.parse(m.createdAt);
-  const ready = m.readyAt ? Date.parse(m.readyAt) : answeredAt;
-  return {
-    toRow: created - sentAt,
-    rowToReady: ready - created,
-    boot: m.bootMs ?? 0,
-    readyTo201: answeredAt - ready,
-  };
-}
-
-export function describeTimeline(t: Record<string, number>): string {
-  return (
-    `request→row ${fmtMs(t.toRow!)}, row→ready ${fmtMs(t.rowToReady!)} ` +
-    `(boot ${fmtMs(t.boot!)}: sandbox spawn → port open), ready→201 ${fmtMs(t.readyTo201!)}`
-  );
 }
 
 /** The node flags on bin/pier.js's `#!/usr/bin/env -S node …` line. */
