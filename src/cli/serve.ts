@@ -35,18 +35,20 @@ export function registerServe(program: Command): void {
         console.error(`pier serve: ${(err as Error).message}`);
         process.exit(2);
       }
-      let platform;
-      try {
-        platform = await startPlatform(config);
-      } catch (err) {
-        console.error(`pier serve: ${(err as Error).message}`);
-        process.exit(1);
-      }
-      console.error(
-        `pier is serving on ${platform.url} (operator token in ${config.dataDir}/operator-token unless PIER_OPERATOR_TOKEN is set)`,
-      );
+      // The handlers go in before the start: the listener answers health checks while
+      // machines and databases are still being taken back, and a SIGTERM then must wait
+      // for the start to finish and shut down cleanly, not kill the process outright.
+      let platform: Awaited<ReturnType<typeof startPlatform>> | undefined;
       let stopping = false;
+      let asked: string | undefined;
       const stop = (signal: string) => {
+        if (!platform) {
+          // A second signal during the start quits at once (as a hung start would need).
+          if (asked) process.exit(1);
+          asked = signal;
+          console.error(`pier serve: ${signal}: stopping once started (again to quit now)`);
+          return;
+        }
         if (stopping) return;
         stopping = true;
         platform.app.log.info({ signal }, 'shutting down');
@@ -60,5 +62,15 @@ export function registerServe(program: Command): void {
       };
       process.on('SIGTERM', () => stop('SIGTERM'));
       process.on('SIGINT', () => stop('SIGINT'));
+      try {
+        platform = await startPlatform(config);
+      } catch (err) {
+        console.error(`pier serve: ${(err as Error).message}`);
+        process.exit(1);
+      }
+      console.error(
+        `pier is serving on ${platform.url} (operator token in ${config.dataDir}/operator-token unless PIER_OPERATOR_TOKEN is set)`,
+      );
+      if (asked) stop(asked);
     });
 }
