@@ -15,12 +15,13 @@ import { waitFor } from '../databases/helpers.js';
 import { startTestPlatform, type TestOrg, type TestPlatform } from '../helpers/platform.js';
 import { startRegistry, type TestRegistry } from '../helpers/registry.js';
 import { type CliOptions, ENTRY, cleanEnv, runCli, tempDir } from './run-cli.js';
+import { freeMachineCidr } from '../machines/bed.js';
 
 const execFileP = promisify(execFile);
 const root = process.getuid?.() === 0;
 
 /** A bridge and network of this test file's own (removed at the end). */
-const net = { bridge: `pc${process.pid % 100000}`, octet: 180 + (process.pid % 10) };
+const net = { bridge: `pc${process.pid % 100000}` };
 
 let registry: TestRegistry;
 let tp: TestPlatform;
@@ -68,7 +69,7 @@ beforeAll(async () => {
   silent = `${registry.host}/silent:1`;
   tp = await startTestPlatform({
     machinesBridge: net.bridge,
-    machinesCidr: `10.${net.octet}.0.0/16`,
+    machinesCidr: await freeMachineCidr(180),
   });
   org = await tp.createOrg();
   expect((await api('POST', '/v1/apps', { name: 'site' })).status).toBe(201);

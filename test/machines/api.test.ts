@@ -18,6 +18,7 @@ import {
   type TestPlatform,
 } from '../helpers/platform.js';
 import { waitFor } from '../databases/helpers.js';
+import { freeMachineCidr } from './bed.js';
 
 const execFileP = promisify(execFile);
 let registry: TestRegistry;
@@ -33,9 +34,9 @@ const req = (method: string, p: string, body?: unknown, token = org.token) =>
 const root = process.getuid?.() === 0;
 
 /** A bridge and network of this test file's own (removed at the end), so runs do not share one. */
-const net = { bridge: `pm${process.pid % 100000}`, octet: 100 + (process.pid % 10) };
+const net = { bridge: `pm${process.pid % 100000}`, cidr: '' };
 function platformConfig() {
-  return { machinesBridge: net.bridge, machinesCidr: `10.${net.octet}.0.0/16` };
+  return { machinesBridge: net.bridge, machinesCidr: net.cidr };
 }
 
 /** A GET with a Host header of our choosing (fetch may not set Host). */
@@ -67,6 +68,7 @@ async function pidsOfMachine(machineId: string): Promise<number[]> {
 
 beforeAll(async () => {
   if (!root) return;
+  net.cidr = await freeMachineCidr(100);
   registry = await startRegistry();
   const page = { path: 'www/index.html', content: 'hello from a machine\n' };
   await pushImage(registry.url, 'web:1', {
@@ -319,39 +321,44 @@ describe.skipIf(!root)('machines', () => {
         image: web,
         suspendPolicy: { mode: 'stop', idleSeconds: 10 },
       }),
-      // No requests, but a share of a CPU (a loop that works, then rests): never idle.
+      // No requests, but a share of a CPU (copies in bursts, then rests): never idle.
       req('POST', '/v1/apps/cruncher/machines', {
         image: silent,
         readiness: 'boot',
-        start: 'while true; do i=0; while [ $i -lt 3000 ]; do i=$((i+1)); done; sleep 0.1; done',
+        start:
+          'while true; do dd if=/dev/urandom of=/dev/null bs=64k count=400 2>/dev/null; sleep 0.3; done',
         suspendPolicy: { mode: 'suspend', idleSeconds: 10 },
       }),
     ]);
-    expect(busy.status).toBe(201);
-    expect(nap.status).toBe(201);
-    expect(halt.status).toBe(201);
-    const state = async (mid: string) => (await req('GET', `/v1/machines/${mid}`)).body;
-    await waitFor(
-      async () =>
-        (await state(nap.body.id)).observedState === 'suspended' &&
-        (await state(halt.body.id)).observedState === 'stopped',
-      'both to sleep',
-      25_000,
-    );
-    expect((await state(halt.body.id)).desiredState).toBe('running');
-    expect((await state(busy.body.id)).observedState).toBe('running');
-    await req('POST', `/v1/machines/${busy.body.id}/destroy`);
-    for (const [app, mid] of [
-      ['napper', nap.body.id],
-      ['halter', halt.body.id],
-    ]) {
-      const res = await viaProxy('/index.html', `${app}.127.0.0.1`);
-      expect(res.status).toBe(200);
-      expect(res.text).toContain('hello');
-      expect((await state(mid)).observedState).toBe('running');
-      await req('POST', `/v1/machines/${mid}/destroy`);
+    try {
+      expect(busy.status).toBe(201);
+      expect(nap.status).toBe(201);
+      expect(halt.status).toBe(201);
+      const state = async (mid: string) => (await req('GET', `/v1/machines/${mid}`)).body;
+      await waitFor(
+        async () =>
+          (await state(nap.body.id)).observedState === 'suspended' &&
+          (await state(halt.body.id)).observedState === 'stopped',
+        'both to sleep',
+        45_000,
+      );
+      expect((await state(halt.body.id)).desiredState).toBe('running');
+      expect((await state(busy.body.id)).observedState).toBe('running');
+      for (const [app, mid] of [
+        ['napper', nap.body.id],
+        ['halter', halt.body.id],
+      ]) {
+        const res = await viaProxy('/index.html', `${app}.127.0.0.1`);
+        expect(res.status).toBe(200);
+        expect(res.text).toContain('hello');
+        expect((await state(mid)).observedState).toBe('running');
+      }
+    } finally {
+      // Whatever happened, nothing of this test keeps running (the cruncher spends CPU).
+      for (const m of [nap, halt, busy])
+        if (m.body?.id) await req('POST', `/v1/machines/${m.body.id}/destroy`);
     }
-  });
+  }, 90_000);
 
   it('makes a volume with volumeGb and mounts it at /data', async () => {
     await req('POST', '/v1/apps', { name: 'keeper' });
@@ -403,7 +410,7 @@ describe.skipIf(!root)('machines', () => {
     expect(await (await fetch(`http://${before.privateIp}:3000/index.html`)).text()).toContain(
       'hello',
     );
-  });
+  }, 90_000);
 
   it('books its running time as machine_running_seconds usage', async () => {
     const { meterRunning } = await import('../../src/services/machines/metering.js');

@@ -6,6 +6,7 @@
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { pushImage, type ImageSpec } from '../../src/runtime/images/build.test-helper.js';
+import { networkOf, overlaps } from '../../src/runtime/sandbox/cidr.js';
 import {
   restartTestPlatform,
   startTestPlatform,
@@ -34,8 +35,31 @@ export interface MachineBed {
 export const canRunMachines = process.getuid?.() === 0;
 
 /**
- * Starts the bed. `prefix` (two letters) names the bridge, `octet` the network
- * `10.<octet + pid % 10>.0.0/16`. Test files run at once, so each has a range of ten of
+ * A machines network `10.<octet>.0.0/16` with `octet` in [base, base + 9] that no
+ * interface of the host has an address in: a bridge left by a crashed run keeps its
+ * range, and pier refuses a network that overlaps one (a machine behind it would never
+ * answer).
+ */
+export async function freeMachineCidr(base: number): Promise<string> {
+  const { stdout } = await execFileP('ip', ['-j', '-4', 'addr', 'show']);
+  const used = (
+    JSON.parse(stdout || '[]') as { addr_info?: { local: string; prefixlen: number }[] }[]
+  )
+    .flatMap((l) => l.addr_info ?? [])
+    .map((a) => networkOf(a.local, a.prefixlen));
+  const start = base + (process.pid % 10);
+  for (let i = 0; i < 10; i++) {
+    const cidr = `10.${base + ((start - base + i) % 10)}.0.0/16`;
+    if (!used.some((u) => overlaps(u, cidr))) return cidr;
+  }
+  throw new Error(
+    `no free machines network in 10.${base}–${base + 9}.0.0/16: clean up old bridges`,
+  );
+}
+
+/**
+ * Starts the bed. `prefix` (two letters) names the bridge, `octet` the range of its
+ * network (`freeMachineCidr`). Test files run at once, so each has a range of ten of
  * its own: api 100, checkpoints 120, guest 140, volumes 160, the CLI's 180 (the runtime
  * testbeds use 216–218; the benchmarks pick a free one).
  */
@@ -44,7 +68,7 @@ export async function startMachineBed(prefix: string, octet: number): Promise<Ma
   const registry = await startRegistry();
   const config = {
     machinesBridge: bridge,
-    machinesCidr: `10.${octet + (process.pid % 10)}.0.0/16`,
+    machinesCidr: await freeMachineCidr(octet),
     livenessIntervalMs: 300,
   };
   const first = await startTestPlatform(config);

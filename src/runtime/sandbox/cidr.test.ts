@@ -1,5 +1,14 @@
 import { describe, expect, it } from 'vitest';
-import { allocateIp, gatewayOf, intToIp, ipToInt, isMachineIp, parseCidr } from './cidr.js';
+import {
+  allocateIp,
+  gatewayOf,
+  intToIp,
+  ipToInt,
+  isMachineIp,
+  networkOf,
+  overlaps,
+  parseCidr,
+} from './cidr.js';
 import { netnsName, vethName } from './names.js';
 
 describe('cidr', () => {
@@ -50,5 +59,18 @@ describe('names', () => {
     for (const bad of ['', 'A', '../x', 'a/b', '-a', 'a b', 'x'.repeat(64)]) {
       expect(() => netnsName(bad)).toThrow(/invalid sandbox id/);
     }
+  });
+});
+
+describe('overlaps and networkOf', () => {
+  it('tells networks that share addresses', () => {
+    expect(overlaps('10.1.0.0/16', '10.1.128.0/17')).toBe(true);
+    expect(overlaps('10.1.0.0/16', '10.2.0.0/16')).toBe(false);
+    expect(overlaps('10.0.0.0/8', '10.200.0.0/16')).toBe(true);
+  });
+
+  it('finds the network of an interface address', () => {
+    expect(networkOf('10.215.3.7', 16)).toBe('10.215.0.0/16');
+    expect(networkOf('192.0.2.2', 24)).toBe('192.0.2.0/24');
   });
 });

@@ -73,3 +73,18 @@ export function allocateIp(cidr: string, taken: ReadonlySet<string>): string {
   }
   throw new Error(`no free address left in ${cidr}`);
 }
+
+/** Whether two networks share any address. */
+export function overlaps(a: string, b: string): boolean {
+  const x = parseCidr(a);
+  const y = parseCidr(b);
+  const xEnd = x.network + size(x.prefix);
+  const yEnd = y.network + size(y.prefix);
+  return x.network < yEnd && y.network < xEnd;
+}
+
+/** The network `a.b.c.d/p` that an interface address with that prefix belongs to. */
+export function networkOf(ip: string, prefix: number): string {
+  const n = ipToInt(ip);
+  return `${intToIp(n - (n % size(prefix)))}/${prefix}`;
+}

@@ -45,6 +45,23 @@ describe.skipIf(unavailable)(`Network${unavailable ? ` (skipped: ${unavailable})
     ).rejects.toThrow(/No route to host/);
   });
 
+  it('refuses a network that another interface already has an address in', async () => {
+    // A leftover bridge (another run, another installation) holding 10.215.0.0/16.
+    const other = `pier-o${process.pid}`.slice(0, 15);
+    await run(['ip', 'link', 'add', other, 'type', 'bridge']);
+    try {
+      await run(['ip', 'addr', 'add', '10.215.0.1/16', 'dev', other]);
+      const clash = new Network({
+        bridge: `pier-c${process.pid}`.slice(0, 15),
+        cidr: '10.215.128.0/17',
+      });
+      await expect(clash.ensureBridge()).rejects.toThrow(/overlaps 10\.215\.0\.1\/16 on pier-o/);
+      expect(await linkExists(`pier-c${process.pid}`.slice(0, 15))).toBe(false);
+    } finally {
+      await run(['ip', 'link', 'del', other]);
+    }
+  });
+
   it('refuses to take over an interface that is not a bridge', async () => {
     const name = `pier-x${process.pid}`.slice(0, 15);
     const peer = `pier-y${process.pid}`.slice(0, 15);

@@ -11,7 +11,7 @@
  * idempotent and a half-made namespace is finished by calling again.
  */
 import { access, writeFile } from 'node:fs/promises';
-import { gatewayOf, isMachineIp, parseCidr } from './cidr.js';
+import { gatewayOf, isMachineIp, networkOf, overlaps, parseCidr } from './cidr.js';
 import { CommandError, run } from './exec.js';
 import { netnsName, vethName } from './names.js';
 
@@ -95,6 +95,7 @@ export class Network {
   async ensureBridge(): Promise<void> {
     const name = this.bridge;
     if (!(await linkExists(name))) {
+      await this.refuseOverlap();
       await runUnless(['ip', 'link', 'add', 'name', name, 'type', 'bridge'], () =>
         linkExists(name),
       );
@@ -102,12 +103,36 @@ export class Network {
     if (!(await exists(`/sys/class/net/${name}/bridge`))) {
       throw new Error(`interface ${name} exists and is not a bridge`);
     }
+    await this.refuseOverlap();
     // Before the address goes up, so no packet is ever forwarded from the bridge.
     await writeFile(`/proc/sys/net/ipv4/conf/${name}/forwarding`, '0');
     const ipv6 = `/proc/sys/net/ipv6/conf/${name}/disable_ipv6`;
     if (await exists(ipv6)) await writeFile(ipv6, '1');
     await run(['ip', 'addr', 'replace', `${this.gateway}/${this.prefix}`, 'dev', name]);
     await run(['ip', 'link', 'set', 'dev', name, 'up']);
+  }
+
+  /**
+   * Throws when another interface has an address in the machines' network: two routes to
+   * one network would send the machines' traffic to the wrong one, and they would never
+   * answer (a leftover bridge of another installation, or a LAN in that range).
+   */
+  private async refuseOverlap(): Promise<void> {
+    const out = await run(['ip', '-j', '-4', 'addr', 'show']);
+    const links = JSON.parse(out || '[]') as {
+      ifname: string;
+      addr_info?: { local: string; prefixlen: number }[];
+    }[];
+    for (const link of links) {
+      if (link.ifname === this.bridge) continue;
+      for (const a of link.addr_info ?? []) {
+        if (overlaps(networkOf(a.local, a.prefixlen), this.cidr)) {
+          throw new Error(
+            `the machines' network ${this.cidr} overlaps ${a.local}/${a.prefixlen} on ${link.ifname}; choose another PIER_MACHINES_CIDR or remove that address`,
+          );
+        }
+      }
+    }
   }
 
   /** Deletes the bridge (idempotent). Machines' veths on it are detached, not deleted. */
