@@ -1,24 +1,15 @@
-import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestPlatform, type TestOrg, type TestPlatform } from '../helpers/platform.js';
-import { type CliOptions, runCli, tempDir } from './run-cli.js';
+import { type TestOrg, type TestPlatform } from '../helpers/platform.js';
+import { pierWith, startCliBed, type CliBed } from './run-cli.js';
 
 let tp: TestPlatform;
 let org: TestOrg;
-let tmp: Awaited<ReturnType<typeof tempDir>>;
+let tmp: CliBed['tmp'];
 let env: Record<string, string>;
-const pier = (args: string[], opts: CliOptions = {}) =>
-  runCli(args, { ...opts, env: { ...env, ...opts.env } });
+const pier = pierWith(() => env);
 
 beforeAll(async () => {
-  tp = await startTestPlatform();
-  org = await tp.createOrg();
-  tmp = await tempDir();
-  env = {
-    PIER_CONFIG: path.join(tmp.dir, 'config.json'),
-    PIER_API_URL: tp.url,
-    PIER_API_KEY: org.token,
-  };
+  ({ tp, org, tmp, env } = await startCliBed());
 });
 afterAll(async () => {
   await tp?.close();

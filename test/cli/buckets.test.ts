@@ -6,15 +6,14 @@ import { createHash, randomBytes } from 'node:crypto';
 import { mkdir, readdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestPlatform, type TestOrg, type TestPlatform } from '../helpers/platform.js';
-import { type CliOptions, runCli, tempDir } from './run-cli.js';
+import { type TestOrg, type TestPlatform } from '../helpers/platform.js';
+import { pierWith, startCliBed, type CliBed } from './run-cli.js';
 
 let tp: TestPlatform;
 let org: TestOrg;
-let tmp: Awaited<ReturnType<typeof tempDir>>;
+let tmp: CliBed['tmp'];
 let env: Record<string, string>;
-const pier = (args: string[], opts: CliOptions = {}) =>
-  runCli(args, { ...opts, env: { ...env, ...opts.env } });
+const pier = pierWith(() => env);
 const sha256 = (data: Buffer) => createHash('sha256').update(data).digest('hex');
 const BUCKET = 'cli-files';
 
@@ -30,14 +29,7 @@ async function putObject(key: string, body: string): Promise<void> {
 }
 
 beforeAll(async () => {
-  tp = await startTestPlatform();
-  org = await tp.createOrg();
-  tmp = await tempDir();
-  env = {
-    PIER_CONFIG: path.join(tmp.dir, 'config.json'),
-    PIER_API_URL: tp.url,
-    PIER_API_KEY: org.token,
-  };
+  ({ tp, org, tmp, env } = await startCliBed());
   const created = await tp.request('POST', '/v1/buckets', {
     token: org.token,
     body: { name: BUCKET },

@@ -8,15 +8,14 @@ import { mkdir, readFile, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { clientCommand } from '../../src/cli/client/db-connect.js';
-import { startTestPlatform, type TestOrg, type TestPlatform } from '../helpers/platform.js';
-import { type CliOptions, runCli, tempDir } from './run-cli.js';
+import { type TestOrg, type TestPlatform } from '../helpers/platform.js';
+import { pierWith, startCliBed, type CliBed } from './run-cli.js';
 
 let tp: TestPlatform;
 let org: TestOrg;
-let tmp: Awaited<ReturnType<typeof tempDir>>;
+let tmp: CliBed['tmp'];
 let env: Record<string, string>;
-const pier = (args: string[], opts: CliOptions = {}) =>
-  runCli(args, { ...opts, env: { ...env, ...opts.env } });
+const pier = pierWith(() => env);
 
 /** The main database's URL, from create; every later test reads it. */
 let mainUrl = '';
@@ -33,14 +32,7 @@ async function settled(name: string): Promise<any> {
 }
 
 beforeAll(async () => {
-  tp = await startTestPlatform();
-  org = await tp.createOrg();
-  tmp = await tempDir();
-  env = {
-    PIER_CONFIG: path.join(tmp.dir, 'config.json'),
-    PIER_API_URL: tp.url,
-    PIER_API_KEY: org.token,
-  };
+  ({ tp, org, tmp, env } = await startCliBed());
 });
 afterAll(async () => {
   await tp?.close();

@@ -12,9 +12,9 @@ import pty from 'node-pty';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { busyboxLayer, pushImage } from '../../src/runtime/images/build.test-helper.js';
 import { waitFor } from '../databases/helpers.js';
-import { startTestPlatform, type TestOrg, type TestPlatform } from '../helpers/platform.js';
+import { type TestOrg, type TestPlatform } from '../helpers/platform.js';
 import { startRegistry, type TestRegistry } from '../helpers/registry.js';
-import { type CliOptions, ENTRY, cleanEnv, runCli, tempDir } from './run-cli.js';
+import { ENTRY, cleanEnv, pierWith, startCliBed, type CliBed } from './run-cli.js';
 import { freeMachineCidr } from '../machines/bed.js';
 
 const execFileP = promisify(execFile);
@@ -26,12 +26,11 @@ const net = { bridge: `pc${process.pid % 100000}` };
 let registry: TestRegistry;
 let tp: TestPlatform;
 let org: TestOrg;
-let tmp: Awaited<ReturnType<typeof tempDir>>;
+let tmp: CliBed['tmp'];
 let env: Record<string, string>;
 let web: string;
 let silent: string;
-const pier = (args: string[], opts: CliOptions = {}) =>
-  runCli(args, { ...opts, env: { ...env, ...opts.env } });
+const pier = pierWith(() => env);
 const api = (method: string, p: string, body?: unknown) =>
   tp.request(method, p, { token: org.token, body });
 
@@ -67,18 +66,11 @@ beforeAll(async () => {
   ]);
   web = `${registry.host}/web:1`;
   silent = `${registry.host}/silent:1`;
-  tp = await startTestPlatform({
+  ({ tp, org, tmp, env } = await startCliBed({
     machinesBridge: net.bridge,
     machinesCidr: await freeMachineCidr(180),
-  });
-  org = await tp.createOrg();
+  }));
   expect((await api('POST', '/v1/apps', { name: 'site' })).status).toBe(201);
-  tmp = await tempDir();
-  env = {
-    PIER_CONFIG: path.join(tmp.dir, 'config.json'),
-    PIER_API_URL: tp.url,
-    PIER_API_KEY: org.token,
-  };
 }, 120_000);
 
 afterAll(async () => {

@@ -7,6 +7,8 @@ import { type ChildProcess, execFile } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import type { ConfigInput } from '../../src/config.js';
+import { startTestPlatform, type TestOrg, type TestPlatform } from '../helpers/platform.js';
 
 export const ENTRY = ['--import', 'tsx', 'src/cli/entry.ts'];
 
@@ -56,3 +58,31 @@ export async function tempDir(): Promise<{ dir: string; remove: () => Promise<vo
   const dir = await mkdtemp(path.join(os.tmpdir(), 'pier-cli-test-'));
   return { dir, remove: () => rm(dir, { recursive: true, force: true }) };
 }
+
+/** What a CLI test file works with: a platform, an organization, and a `pier` signed in to it. */
+export interface CliBed {
+  tp: TestPlatform;
+  org: TestOrg;
+  tmp: Awaited<ReturnType<typeof tempDir>>;
+  /** The client's settings: its own config file, the platform's URL, the org's key. */
+  env: Record<string, string>;
+}
+
+/** Starts a platform (with `config`), makes an organization, and points `pier` at it. */
+export async function startCliBed(config: ConfigInput = {}): Promise<CliBed> {
+  const tp = await startTestPlatform(config);
+  const org = await tp.createOrg();
+  const tmp = await tempDir();
+  const env = {
+    PIER_CONFIG: path.join(tmp.dir, 'config.json'),
+    PIER_API_URL: tp.url,
+    PIER_API_KEY: org.token,
+  };
+  return { tp, org, tmp, env };
+}
+
+/** Runs `pier` with the settings `env()` gives at the time of the call, plus `opts.env`. */
+export const pierWith =
+  (env: () => Record<string, string>) =>
+  (args: string[], opts: CliOptions = {}): Promise<CliResult> =>
+    runCli(args, { ...opts, env: { ...env(), ...opts.env } });

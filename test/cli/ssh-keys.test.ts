@@ -3,14 +3,13 @@ import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestPlatform, type TestOrg, type TestPlatform } from '../helpers/platform.js';
-import { type CliOptions, runCli, tempDir } from './run-cli.js';
+import type { TestPlatform } from '../helpers/platform.js';
+import { pierWith, startCliBed, type CliBed } from './run-cli.js';
 
 let tp: TestPlatform;
-let org: TestOrg;
-let tmp: Awaited<ReturnType<typeof tempDir>>;
+let tmp: CliBed['tmp'];
 let env: Record<string, string>;
-const pier = (args: string[], opts: CliOptions = {}) => runCli(args, { ...opts, env });
+const pier = pierWith(() => env);
 
 /** A fresh ed25519 key pair; answers the paths of both halves. */
 async function keyPair(name: string): Promise<{ priv: string; pub: string }> {
@@ -30,14 +29,7 @@ async function keyPair(name: string): Promise<{ priv: string; pub: string }> {
 }
 
 beforeAll(async () => {
-  tp = await startTestPlatform();
-  org = await tp.createOrg();
-  tmp = await tempDir();
-  env = {
-    PIER_CONFIG: path.join(tmp.dir, 'config.json'),
-    PIER_API_URL: tp.url,
-    PIER_API_KEY: org.token,
-  };
+  ({ tp, tmp, env } = await startCliBed());
 });
 afterAll(async () => {
   await tp?.close();
