@@ -45,11 +45,14 @@ export async function query<T extends pg.QueryResultRow = Record<string, unknown
   values: unknown[] = [],
 ): Promise<T[]> {
   const c = pgClient(url, ca);
+  // A server that dies mid-query (a full disk) also emits 'error' on the client; the
+  // query's own rejection reports it, so the event must not become an uncaught exception.
+  c.on('error', () => undefined);
   await c.connect();
   try {
     return (await c.query<T>(text, values)).rows;
   } finally {
-    await c.end();
+    await c.end().catch(() => undefined);
   }
 }
 
