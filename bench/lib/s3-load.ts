@@ -16,7 +16,7 @@ import type { S3Target } from './s3-bucket.js';
 
 /** Throughput jobs: `streams` concurrent loops, each writing then reading `perStream` objects. */
 export interface ThroughputJob {
-  kind: 'disk-throughput' | 's3-throughput';
+  kind: 'disk-throughput' | 's3-throughput' | 'bare-http-throughput';
   size: number;
   streams: number;
   /** Objects per stream; absent = calibrated from the warm-up so a phase lasts `targetS`. */
@@ -35,6 +35,13 @@ export interface ThroughputJob {
   /** s3-throughput: the bucket, and the key prefix. */
   target?: S3Target;
   prefix?: string;
+  /**
+   * s3-throughput: the AWS SDK (the default), or presigned URLs driven by plain node:http,
+   * which costs the load generator far less CPU.
+   */
+  client?: 'sdk' | 'presigned';
+  /** bare-http-throughput: the bare server's base URL (bare-object-server.ts). */
+  url?: string;
 }
 
 /** Small-object jobs: `concurrency` loops for `durationS`, after a warm-up of `warmupS`. */
@@ -55,7 +62,11 @@ export interface SmallJob {
 export type S3Job = ThroughputJob | SmallJob;
 
 export function isThroughputJob(job: S3Job): job is ThroughputJob {
-  return job.kind === 'disk-throughput' || job.kind === 's3-throughput';
+  return (
+    job.kind === 'disk-throughput' ||
+    job.kind === 's3-throughput' ||
+    job.kind === 'bare-http-throughput'
+  );
 }
 
 /** One measured phase of a throughput job. */

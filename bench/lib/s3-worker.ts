@@ -16,6 +16,8 @@ import {
   S3Client,
   S3ServiceException,
 } from '@aws-sdk/client-s3';
+import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
+import http from 'node:http';
 import { createCipheriv, createHash } from 'node:crypto';
 import { open, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
@@ -117,13 +119,104 @@ function s3Io(target: S3Target, prefix: string, body: Buffer): ObjectIo {
   };
 }
 
+/** The bytes of an http answer, failing on any status but 200. */
+function answer(
+  res: http.IncomingMessage,
+  what: string,
+): Promise<{ bytes: number; etag?: string }> {
+  return new Promise((resolve, reject) => {
+    let bytes = 0;
+    const chunks: Buffer[] = [];
+    res.on('data', (c: Buffer) => {
+      bytes += c.length;
+      if (res.statusCode !== 200) chunks.push(c);
+    });
+    res.on('error', reject);
+    res.on('end', () => {
+      if (res.statusCode !== 200) {
+        reject(new Error(`${what}: HTTP ${res.statusCode} ${Buffer.concat(chunks).toString()}`));
+        return;
+      }
+      resolve({ bytes, etag: res.headers.etag });
+    });
+  });
+}
+
+/**
+ * Plain node:http PUTs and GETs, as `curl` makes them: the body sent as it is, the answer
+ * counted and dropped. `urlOf` names each request's URL; `etag`, when given, must be
+ * answered by both.
+ */
+function plainHttpIo(
+  urlOf: (method: 'PUT' | 'GET', name: string) => Promise<string>,
+  body: Buffer,
+  etag?: string,
+): ObjectIo {
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
+  const send = (method: 'PUT' | 'GET', url: string) =>
+    new Promise<http.IncomingMessage>((resolve, reject) => {
+      const headers = method === 'PUT' ? { 'content-length': body.length } : {};
+      const req = http.request(url, { method, agent, headers });
+      req.on('response', resolve).on('error', reject);
+      req.end(method === 'PUT' ? body : undefined);
+    });
+  const call = async (method: 'PUT' | 'GET', name: string) => {
+    const out = await answer(await send(method, await urlOf(method, name)), `${method} ${name}`);
+    if (etag !== undefined && out.etag !== etag) {
+      throw new Error(`${method} ${name} answered ETag ${out.etag}`);
+    }
+    return out.bytes;
+  };
+  return {
+    put: async (name) => void (await call('PUT', name)),
+    get: (name) => call('GET', name),
+    close: () => agent.destroy(),
+  };
+}
+
+/** Presigned URLs (signed here by the SDK's presigner) driven by plain node:http. */
+function presignedIo(target: S3Target, prefix: string, body: Buffer): ObjectIo {
+  const client = new S3Client({
+    endpoint: target.endpoint,
+    region: target.region,
+    forcePathStyle: true,
+    credentials: { accessKeyId: target.accessKeyId, secretAccessKey: target.secretAccessKey },
+  });
+  const Bucket = target.bucket;
+  const io = plainHttpIo(
+    (method, name) => {
+      const params = { Bucket, Key: prefix + name };
+      const command =
+        method === 'PUT' ? new PutObjectCommand(params) : new GetObjectCommand(params);
+      return getSignedUrl(client, command);
+    },
+    body,
+    `"${createHash('md5').update(body).digest('hex')}"`,
+  );
+  return {
+    ...io,
+    close: () => {
+      io.close();
+      client.destroy();
+    },
+  };
+}
+
 function ioOf(job: S3Job, body: Buffer): ObjectIo {
   if (job.kind.startsWith('disk-')) {
     if (!job.dir) throw new Error(`${job.kind} needs dir`);
     const fsync = job.kind === 'disk-small-write' || ('fsync' in job && job.fsync === true);
     return diskIo(job.dir, body, fsync);
   }
+  if (job.kind === 'bare-http-throughput') {
+    const base = job.url;
+    if (!base) throw new Error(`${job.kind} needs url`);
+    return plainHttpIo((_method, name) => Promise.resolve(base + name), body);
+  }
   if (!job.target) throw new Error(`${job.kind} needs target`);
+  if ('client' in job && job.client === 'presigned') {
+    return presignedIo(job.target, job.prefix ?? '', body);
+  }
   return s3Io(job.target, job.prefix ?? '', body);
 }
 

@@ -20,6 +20,8 @@ export interface BlobPutOptions {
   sha256?: boolean;
   /** Refuse (BlobError 'too-large') a body that grows past this many bytes. */
   maxBytes?: number;
+  /** The body's expected size, when known: small bodies are hashed inline, large ones on a worker. */
+  sizeHint?: number;
   /**
    * Called with the digests once all bytes are in and before the blob becomes visible;
    * throwing aborts the write and leaves nothing behind. What it throws is rethrown as is,

@@ -137,7 +137,12 @@ export class S3BlobStore implements BlobStore {
     const { verify } = opts;
     // Without verify, an upload to the final key is atomic by itself: no copy needed.
     const maxBytes = verify ? Math.min(opts.maxBytes ?? Infinity, MAX_COPY_BYTES) : opts.maxBytes;
-    const meter = new DigestMeter({ sha256: opts.sha256, maxBytes, highWaterMark: MiB });
+    const meter = new DigestMeter({
+      sha256: opts.sha256,
+      maxBytes,
+      sizeHint: opts.sizeHint,
+      highWaterMark: MiB,
+    });
     if (!verify) return this.upload(key, body, meter);
 
     const temp = `${this.prefix}${TEMP_DIR}${randomUUID()}`;

@@ -123,7 +123,8 @@ interface Running {
   digest(): Buffer;
 }
 
-function running(algorithm: ChecksumAlgorithm): Running {
+/** A running digest of `algorithm`, fed in pieces; `digest()` ends its input. */
+export function runningChecksum(algorithm: ChecksumAlgorithm): Running {
   switch (algorithm) {
     case 'crc32':
     case 'crc32c': {
@@ -164,7 +165,7 @@ export class Checksummer {
   private readonly results = new Map<ChecksumAlgorithm, string>();
 
   constructor(algorithms: Iterable<ChecksumAlgorithm>) {
-    for (const algorithm of algorithms) this.digests.set(algorithm, running(algorithm));
+    for (const algorithm of algorithms) this.digests.set(algorithm, runningChecksum(algorithm));
   }
 
   /** The algorithms being computed. */
@@ -231,10 +232,13 @@ export function claimedChecksums(fields: HeaderBag): Map<ChecksumAlgorithm, stri
  *
  * @throws {SigV4Error} `BadDigest` on a mismatch, `InvalidRequest` on a malformed value.
  */
-export function verifyChecksums(fields: HeaderBag, data: Uint8Array | Checksummer): void {
+export function verifyChecksums(
+  fields: HeaderBag,
+  data: Uint8Array | Pick<Checksummer, 'digest'>,
+): void {
   for (const [algorithm, expected] of claimedChecksums(fields)) {
     const actual =
-      data instanceof Checksummer ? data.digest(algorithm) : computeChecksum(algorithm, data);
+      data instanceof Uint8Array ? computeChecksum(algorithm, data) : data.digest(algorithm);
     if (actual !== expected) {
       throw new SigV4Error(
         'BadDigest',

@@ -2,11 +2,12 @@
  * The body side of SigV4: what `x-amz-content-sha256` promises, and streams that hold the body
  * to that promise (and to any `x-amz-checksum-*` header) while it passes through.
  */
-import { createHash, type Hash } from 'node:crypto';
 import { Transform, type TransformCallback } from 'node:stream';
 import { UNSIGNED_PAYLOAD, headerValue } from './canonical.js';
 import { AwsChunkedDecoder } from './chunked.js';
-import { Checksummer, claimedChecksums, verifyChecksums } from './checksum.js';
+import { startDigests, type DigestTask } from '../hashing/digest-pool.js';
+import type { DigestAlgorithm } from '../hashing/running.js';
+import { claimedChecksums, verifyChecksums } from './checksum.js';
 import { SigV4Error } from './errors.js';
 import type { HeaderBag, PayloadAuth, VerifiedAuth } from './types.js';
 
@@ -72,41 +73,56 @@ export function payloadAuth(line: string, ctx: StreamingContext): PayloadAuth {
 
 /**
  * A pass-through that fails at the end unless the data hashed to `sha256Hex` (when given) and
- * matches the `x-amz-checksum-*` header (when sent).
+ * matches the `x-amz-checksum-*` header (when sent). Large bodies are hashed on a worker
+ * thread (hashing/digest-pool.ts); the stream ends only once their digests are checked.
  */
 class BodyCheck extends Transform {
-  private readonly hash: Hash | undefined;
-  private readonly summer: Checksummer;
+  private readonly digests: DigestTask;
+  private checked = false;
 
   constructor(
     private readonly sha256Hex: string | undefined,
     private readonly headers: HeaderBag,
   ) {
     super();
-    this.hash = sha256Hex === undefined ? undefined : createHash('sha256');
-    this.summer = new Checksummer(claimedChecksums(headers).keys());
+    const algorithms: DigestAlgorithm[] = [...claimedChecksums(headers).keys()];
+    if (sha256Hex !== undefined) algorithms.push('sha256');
+    const length = Number(headerValue(headers, 'content-length'));
+    this.digests = startDigests(algorithms, Number.isFinite(length) ? length : undefined);
   }
 
   override _transform(chunk: Buffer, _encoding: BufferEncoding, callback: TransformCallback): void {
-    this.hash?.update(chunk);
-    this.summer.update(chunk);
+    this.digests.update(chunk);
     callback(null, chunk);
   }
 
   override _flush(callback: TransformCallback): void {
-    try {
-      const actual = this.hash?.digest('hex');
-      if (actual !== undefined && actual !== this.sha256Hex) {
-        throw new SigV4Error('XAmzContentSHA256Mismatch', undefined, {
-          ClientComputedContentSHA256: this.sha256Hex ?? '',
-          S3ComputedContentSHA256: actual,
-        });
-      }
-      verifyChecksums(this.headers, this.summer);
-      callback();
-    } catch (err) {
-      callback(err as Error);
-    }
+    this.digests.finish().then(
+      (digests) => {
+        this.checked = true;
+        try {
+          const actual = digests.get('sha256')?.toString('hex');
+          if (this.sha256Hex !== undefined && actual !== this.sha256Hex) {
+            throw new SigV4Error('XAmzContentSHA256Mismatch', undefined, {
+              ClientComputedContentSHA256: this.sha256Hex,
+              S3ComputedContentSHA256: actual ?? '',
+            });
+          }
+          verifyChecksums(this.headers, {
+            digest: (algorithm) => digests.get(algorithm)!.toString('base64'),
+          });
+          callback();
+        } catch (err) {
+          callback(err as Error);
+        }
+      },
+      (err: unknown) => callback(err instanceof Error ? err : new Error(String(err))),
+    );
+  }
+
+  override _destroy(err: Error | null, callback: (error?: Error | null) => void): void {
+    if (!this.checked) this.digests.abort();
+    callback(err);
   }
 }
 

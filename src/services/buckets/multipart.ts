@@ -95,6 +95,7 @@ export async function uploadPart(
   const written = await ctx.blobs.put(bucketId, blobId, body, {
     sha256: opts.sha256Hex !== undefined,
     maxBytes: MAX_PUT_BYTES,
+    sizeHint: opts.size,
     verify: (r) => checkDigests(r, opts),
   });
   const etag = `"${written.md5.toString('hex')}"`;

@@ -164,6 +164,7 @@ export async function putObject(
   const written = await ctx.blobs.put(bucketId, blobId, body, {
     sha256: opts.sha256Hex !== undefined,
     maxBytes: MAX_PUT_BYTES,
+    sizeHint: opts.size,
     verify: (r) => checkDigests(r, opts),
   });
   return commitObject(ctx, bucketId, key, blobId, {
