@@ -90,14 +90,19 @@ function diskIo(dir: string, body: Buffer, fsync: boolean): ObjectIo {
   };
 }
 
-function s3Io(target: S3Target, prefix: string, body: Buffer): ObjectIo {
-  const client = new S3Client({
+/** An SDK client for the bucket; it does not retry, so no error hides behind a retry. */
+function clientOf(target: S3Target): S3Client {
+  return new S3Client({
     endpoint: target.endpoint,
     region: target.region,
     forcePathStyle: true,
     credentials: { accessKeyId: target.accessKeyId, secretAccessKey: target.secretAccessKey },
     maxAttempts: 1,
   });
+}
+
+function s3Io(target: S3Target, prefix: string, body: Buffer): ObjectIo {
+  const client = clientOf(target);
   const etag = `"${createHash('md5').update(body).digest('hex')}"`;
   const Bucket = target.bucket;
   return {
@@ -176,12 +181,7 @@ function plainHttpIo(
 
 /** Presigned URLs (signed here by the SDK's presigner) driven by plain node:http. */
 function presignedIo(target: S3Target, prefix: string, body: Buffer): ObjectIo {
-  const client = new S3Client({
-    endpoint: target.endpoint,
-    region: target.region,
-    forcePathStyle: true,
-    credentials: { accessKeyId: target.accessKeyId, secretAccessKey: target.secretAccessKey },
-  });
+  const client = clientOf(target);
   const Bucket = target.bucket;
   const io = plainHttpIo(
     (method, name) => {
