@@ -50,6 +50,14 @@ describe('digest pool', () => {
     expect(digestPoolState().workers).toBeGreaterThan(0);
   });
 
+  it('starts no worker for a large body with nothing to hash', async () => {
+    await stopDigestWorkers();
+    const task = startDigests([], 8 * 1024 * 1024);
+    feed(task, randomBytes(OFFLOAD_MIN_BYTES * 2));
+    expect((await task.finish()).size).toBe(0);
+    expect(digestPoolState().workers).toBe(0);
+  });
+
   it('offloads a body of unknown size, and one of exactly the threshold', async () => {
     for (const size of [undefined, OFFLOAD_MIN_BYTES]) {
       const body = randomBytes(OFFLOAD_MIN_BYTES);

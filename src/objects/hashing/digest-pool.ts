@@ -324,11 +324,14 @@ const pool = new DigestPool();
 
 /**
  * Starts hashing a body with every algorithm in `algorithms`: on a worker thread when
- * `sizeHint` is at least {@link OFFLOAD_MIN_BYTES} or unknown, inline otherwise.
+ * `sizeHint` is at least {@link OFFLOAD_MIN_BYTES} or unknown, inline otherwise (and when
+ * there is no algorithm at all).
  */
 export function startDigests(algorithms: DigestAlgorithm[], sizeHint?: number): DigestTask {
   const unique = [...new Set(algorithms)];
-  if (sizeHint !== undefined && sizeHint < OFFLOAD_MIN_BYTES) return new InlineTask(unique);
+  // Nothing to hash (an unsigned body without checksums) costs nothing inline.
+  const small = sizeHint !== undefined && sizeHint < OFFLOAD_MIN_BYTES;
+  if (small || unique.length === 0) return new InlineTask(unique);
   return pool.task(unique);
 }
 

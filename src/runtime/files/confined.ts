@@ -63,18 +63,18 @@ export async function resolveParent(
   const release = async (keep?: FileHandle) => {
     for (const h of stack.slice(1)) if (h !== keep) await h.close();
   };
-  let todo = components(target);
+  let pending = components(target);
   let links = 0;
   try {
-    while (todo.length > 0) {
-      const [part, ...rest] = todo as [string, ...string[]];
-      todo = rest;
+    while (pending.length > 0) {
+      const [part, ...rest] = pending as [string, ...string[]];
+      pending = rest;
       if (part === '..') {
         if (stack.length === 1) throw new PathEscapeError(target);
         await stack.pop()!.close();
         continue;
       }
-      const last = todo.length === 0;
+      const last = pending.length === 0;
       const st = await lstat(at(top(), part)).catch((err: NodeJS.ErrnoException) => {
         if (err.code === 'ENOENT') return undefined;
         throw err;
@@ -85,7 +85,7 @@ export async function resolveParent(
         if (link.startsWith('/')) {
           for (const h of stack.splice(1)) await h.close();
         }
-        todo = [...link.split('/').filter((c) => c !== '' && c !== '.'), ...todo];
+        pending = [...link.split('/').filter((c) => c !== '' && c !== '.'), ...pending];
         continue;
       }
       if (last) {
