@@ -43,6 +43,7 @@ describe('digest pool', () => {
   });
 
   it('hashes a large body on a worker, every algorithm, the same as inline', async () => {
+    // feed() hands over views on parts of one buffer, which are copied before posting.
     const body = randomBytes(5 * 1024 * 1024 + 12_345);
     const task = startDigests(ALL, body.length);
     feed(task, body);
@@ -67,9 +68,8 @@ describe('digest pool', () => {
     }
   });
 
-  it('keeps many concurrent bodies apart, beyond the shared slots, and frees every slot', async () => {
-    // 40 bodies of 2.5 MiB fed in turns: more batches in flight than there are slots, so
-    // some go over in buffers of their own.
+  it('keeps many concurrent bodies apart', async () => {
+    // 40 bodies of 2.5 MiB fed in turns, as 40 uploads arrive.
     const bodies = Array.from({ length: 40 }, () => randomBytes(2.5 * 1024 * 1024));
     const tasks = bodies.map((b) => startDigests(['md5', 'crc32'], b.length));
     for (let at = 0; at < bodies[0]!.length; at += 256 * 1024) {
@@ -77,11 +77,9 @@ describe('digest pool', () => {
     }
     const results = await Promise.all(tasks.map((t) => t.finish()));
     results.forEach((r, i) => expect(hex(r)).toEqual(inline(['md5', 'crc32'], bodies[i]!)));
-    const state = digestPoolState();
-    expect(state.freeSlots).toBe(state.slots);
   });
 
-  it('gives the slots of an abandoned body back', async () => {
+  it('forgets an abandoned body, and hashes the next one right', async () => {
     const task = startDigests(['md5']);
     feed(task, randomBytes(3 * 1024 * 1024 + 5));
     task.abort();
@@ -89,8 +87,6 @@ describe('digest pool', () => {
     const body = randomBytes(2 * 1024 * 1024);
     feed(next, body);
     expect(hex(await next.finish())).toEqual(inline(['md5'], body));
-    const state = digestPoolState();
-    expect(state.freeSlots).toBe(state.slots);
   });
 
   it('fails the bodies of a worker that ends, and starts a new one for the next', async () => {

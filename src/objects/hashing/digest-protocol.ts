@@ -2,13 +2,9 @@
 import type { DigestAlgorithm } from './running.js';
 
 export type DigestRequest =
-  /** Sent first: the batch slots, memory shared with the main thread. */
-  | { op: 'slots'; memory: SharedArrayBuffer; slotBytes: number }
   | { op: 'open'; id: number; algorithms: DigestAlgorithm[] }
-  /** The next `length` bytes of the body are in `slot`; answer `free` once read. */
-  | { op: 'slot'; id: number; slot: number; length: number }
-  /** The next bytes of the body, when every slot was in use (transferred). */
-  | { op: 'bytes'; id: number; bytes: Uint8Array }
+  /** The next pieces of the body, in order (copies: the sender keeps its own). */
+  | { op: 'data'; id: number; chunks: Uint8Array[] }
   /** The body is complete: answer the digests. */
   | { op: 'end'; id: number }
   /** The body was abandoned: forget it. */
@@ -16,6 +12,4 @@ export type DigestRequest =
 
 export type DigestReply =
   | { op: 'done'; id: number; digests: [DigestAlgorithm, Uint8Array][] }
-  | { op: 'failed'; id: number; error: string }
-  /** The slot has been read and may be filled again. */
-  | { op: 'free'; slot: number };
+  | { op: 'failed'; id: number; error: string };

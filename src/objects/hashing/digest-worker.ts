@@ -11,27 +11,17 @@ const port = parentPort;
 if (!port) throw new Error('digest-worker.ts runs as a worker thread');
 
 const tasks = new Map<number, DigestSet>();
-let slots: { memory: SharedArrayBuffer; slotBytes: number } | undefined;
 
 port.on('message', (msg: DigestRequest) => {
   switch (msg.op) {
-    case 'slots':
-      slots = { memory: msg.memory, slotBytes: msg.slotBytes };
-      return;
     case 'open':
       tasks.set(msg.id, new DigestSet(msg.algorithms));
       return;
-    case 'slot': {
-      if (slots) {
-        const bytes = new Uint8Array(slots.memory, msg.slot * slots.slotBytes, msg.length);
-        tasks.get(msg.id)?.update(bytes);
-      }
-      port.postMessage({ op: 'free', slot: msg.slot } satisfies DigestReply);
+    case 'data': {
+      const task = tasks.get(msg.id);
+      if (task) for (const chunk of msg.chunks) task.update(chunk);
       return;
     }
-    case 'bytes':
-      tasks.get(msg.id)?.update(msg.bytes);
-      return;
     case 'end': {
       const task = tasks.get(msg.id);
       tasks.delete(msg.id);
