@@ -4,8 +4,13 @@
  * metadata rows): PUT /name streams the body into a file, fsyncs it and answers 200; GET
  * /name streams the file back. It measures what any Node HTTP server can move on this
  * machine, so that pier ÷ bare shows the gateway's own cost and pier ÷ disk what is left.
+ *
+ * GET /name?from=memory answers the file's bytes from memory in one write (read once per
+ * size: every object of one size in a benchmark holds the same bytes). No server moves bytes
+ * faster than that over loopback to the same client, so it is the ceiling of every GET
+ * figure, pier's and the bare server's alike.
  */
-import { open } from 'node:fs/promises';
+import { open, readFile, stat } from 'node:fs/promises';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
@@ -19,13 +24,29 @@ export interface BareObjectServer {
   close(): Promise<void>;
 }
 
-async function handle(dir: string, req: http.IncomingMessage, res: http.ServerResponse) {
-  const name = path.basename(decodeURIComponent(new URL(req.url ?? '/', 'http://x').pathname));
+/** The bytes answered from memory, by object size. */
+type MemoryCopies = Map<number, Buffer>;
+
+async function handle(
+  dir: string,
+  copies: MemoryCopies,
+  req: http.IncomingMessage,
+  res: http.ServerResponse,
+) {
+  const url = new URL(req.url ?? '/', 'http://x');
+  const name = path.basename(decodeURIComponent(url.pathname));
   const file = path.join(dir, name);
   if (req.method === 'PUT') {
     const handle = await open(file, 'w', 0o600);
     await pipeline(req, handle.createWriteStream({ highWaterMark: IO_CHUNK, flush: true }));
     res.writeHead(200, { 'content-length': 0 }).end();
+    return;
+  }
+  if (url.searchParams.get('from') === 'memory') {
+    const { size } = await stat(file);
+    let bytes = copies.get(size);
+    if (!bytes) copies.set(size, (bytes = await readFile(file)));
+    res.writeHead(200, { 'content-length': size }).end(bytes);
     return;
   }
   const handle = await open(file, 'r');
@@ -36,8 +57,9 @@ async function handle(dir: string, req: http.IncomingMessage, res: http.ServerRe
 
 /** Starts the server on a loopback port, storing files in `dir`. */
 export async function startBareObjectServer(dir: string): Promise<BareObjectServer> {
+  const copies: MemoryCopies = new Map();
   const server = http.createServer({ keepAliveTimeout: 60_000 }, (req, res) => {
-    handle(dir, req, res).catch((err: unknown) => {
+    handle(dir, copies, req, res).catch((err: unknown) => {
       if (!res.headersSent) res.writeHead(500).end(String(err));
       else res.destroy();
     });

@@ -86,6 +86,11 @@ export interface ThroughputResult {
   perStream: number;
   put: PhaseResult;
   get: PhaseResult;
+  /**
+   * bare-http-throughput only: the same GETs answered from the server's memory, the
+   * loopback ceiling of every GET figure with this client.
+   */
+  getFromMemory?: PhaseResult;
   /** CPU the worker itself used during each measured phase, in cores (1.0 = one core busy). */
   workerCores: { put: number; get: number };
   /** CPU this (pier's) process used during each measured phase, in cores. */

@@ -326,12 +326,23 @@ async function throughput(job: ThroughputJob): Promise<ThroughputWorkerResult> {
       fixedRound(job.streams, n, getLatency, (s, i) => getChecked(io, `obj-${s}-${i}`, job.size)),
     );
     const objects = job.streams * n;
-    return {
+    const result: ThroughputWorkerResult = {
       perStream: n,
       put: phaseResult(objects, job.size, put.seconds, putLatency),
       get: phaseResult(objects, job.size, get.seconds, getLatency),
       workerCores: { put: put.cores, get: get.cores },
     };
+    if (job.kind === 'bare-http-throughput') {
+      // The ceiling: the same GETs, answered from the bare server's memory.
+      const memoryLatency = createHistogram();
+      const memory = await measured('get-memory', () =>
+        fixedRound(job.streams, n, memoryLatency, (s, i) =>
+          getChecked(io, `obj-${s}-${i}?from=memory`, job.size),
+        ),
+      );
+      result.getFromMemory = phaseResult(objects, job.size, memory.seconds, memoryLatency);
+    }
+    return result;
   } finally {
     io.close();
   }
