@@ -112,7 +112,7 @@ function describe(c: Comparison): string {
   const ceiling = ceilingRatio(c);
   let verdict = c.ratio >= MIN_RATIO ? 'met' : 'NOT met';
   if (c.ratio < MIN_RATIO && ceiling !== undefined && ceiling < MIN_RATIO) {
-    verdict += `, out of reach: no server exceeds the ceiling's ${ceiling.toFixed(2)}`;
+    verdict += `, out of reach with this client: its ceiling is ${ceiling.toFixed(2)}`;
   }
   const disk =
     c.op === 'PUT'
