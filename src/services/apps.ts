@@ -108,10 +108,27 @@ export async function getApp(ctx: ServiceContext, orgId: string, name: string): 
   return toApp(ctx, await findApp(ctx.db, orgId, name));
 }
 
-/** Deletes the app, its secrets (by cascade) and frees its name. */
+/**
+ * Deletes the app, its secrets (by cascade) and frees its name. Its machines must be
+ * destroyed first (machines/app-teardown.ts): one that is not is refused with 409
+ * `conflict`, since its row would go with the app's and leave its process unreachable.
+ */
 export async function deleteApp(ctx: ServiceContext, orgId: string, name: string): Promise<void> {
   await ctx.db.transaction().execute(async (tx) => {
-    const app = await findApp(tx, orgId, name);
+    // Locked, as machine creation locks it: no machine can be added until this commits.
+    const app = await findApp(tx, orgId, name, { lock: true });
+    const live = await tx
+      .selectFrom('machines')
+      .select('id')
+      .where('app_id', '=', app.id)
+      .where('observed_state', '!=', 'deleted')
+      .executeTakeFirst();
+    if (live) {
+      throw new ApiError(
+        'conflict',
+        `App '${name}' has a machine (${live.id}) that was created while it was being deleted; try again.`,
+      );
+    }
     // Detach everything: the keys of its bucket attachments stop working with it.
     const keys = await tx
       .selectFrom('bucket_attachments')

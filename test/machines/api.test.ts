@@ -429,6 +429,20 @@ describe.skipIf(!root)('machines', () => {
     expect(bad.status).toBe(400);
   });
 
+  it('destroys the machines of an app when the app is deleted', async () => {
+    expect((await req('POST', '/v1/apps', { name: 'doomed' })).status).toBe(201);
+    const res = await req('POST', '/v1/apps/doomed/machines', { image: web });
+    expect(res.status, JSON.stringify(res.body)).toBe(201);
+    const doomed: string = res.body.id;
+    expect((await pidsOfMachine(doomed)).length).toBeGreaterThan(0);
+    expect((await req('DELETE', '/v1/apps/doomed')).status).toBe(204);
+    expect(await pidsOfMachine(doomed)).toEqual([]);
+    expect((await req('GET', `/v1/machines/${doomed}`)).status).toBe(404);
+    expect((await req('GET', '/v1/apps/doomed')).status).toBe(404);
+    // The other app's machine is untouched.
+    expect((await req('GET', `/v1/machines/${id}`)).body.observedState).toBe('running');
+  });
+
   it('destroys it: gone from the list, the state says deleted', async () => {
     const res = await req('POST', `/v1/machines/${id}/destroy`);
     expect(res.body.observedState).toBe('deleted');

@@ -12,6 +12,7 @@ import {
 } from '../../../services/apps.js';
 import type { AppDeps } from '../../app.js';
 import { principalOf } from '../../plugins/auth.js';
+import { destroyAppMachines } from '../../../services/machines/app-teardown.js';
 import { appFromBodyField, appFromParams, auth } from '../../route-auth.js';
 
 const nameParams = z.object({ name: z.string().max(63) });
@@ -57,7 +58,9 @@ export function appRoutes(root: FastifyInstance, { ctx }: AppDeps): void {
       params: nameParams,
     },
     handler: async (req, reply) => {
-      await deleteApp(ctx, principalOf(req).orgId, req.params.name);
+      const { orgId } = principalOf(req);
+      await destroyAppMachines(ctx, orgId, req.params.name);
+      await deleteApp(ctx, orgId, req.params.name);
       return reply.code(204).send();
     },
   });
