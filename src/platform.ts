@@ -28,6 +28,7 @@ import { scheduleCheckpoints } from './services/machines/checkpoints.js';
 import { scheduleLiveness } from './services/machines/liveness.js';
 import { hostRuntime } from './runtime/host-runtime.js';
 import { scheduleDatabaseUpkeep, takeBackDatabases } from './services/databases/upkeep.js';
+import { scheduleOrphanSweep } from './services/buckets/orphan-sweep.js';
 import { blobStoreFromConfig } from './objects/blobs/config.js';
 import type { Clock, ServiceContext } from './services/context.js';
 import { RateLimiter } from './services/rate-limit.js';
@@ -210,6 +211,8 @@ export async function startPlatform(config: Config, opts: PlatformOptions = {}):
     dbHost.startTickers();
     const stopUpkeep = scheduleDatabaseUpkeep(ctx);
     undo.push(async () => stopUpkeep());
+    const stopOrphanSweep = scheduleOrphanSweep(ctx);
+    undo.push(async () => stopOrphanSweep());
 
     const hostForUrl = config.listenHost.includes(':')
       ? `[${config.listenHost}]`
