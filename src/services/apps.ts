@@ -10,6 +10,7 @@ import type { Executor } from '../store/db.js';
 import type { ServiceContext } from './context.js';
 import { claimName, releaseName, resourceNameSchema } from './names.js';
 import { revokeS3Key } from './buckets/s3-keys.js';
+import { liveMachineIds } from './machines/records.js';
 
 export const appNameSchema = resourceNameSchema;
 
@@ -110,23 +111,18 @@ export async function getApp(ctx: ServiceContext, orgId: string, name: string): 
 
 /**
  * Deletes the app, its secrets (by cascade) and frees its name. Its machines must be
- * destroyed first (machines/app-teardown.ts): one that is not is refused with 409
+ * destroyed first (machines/app-teardown.ts does both): one that is not is refused with 409
  * `conflict`, since its row would go with the app's and leave its process unreachable.
  */
 export async function deleteApp(ctx: ServiceContext, orgId: string, name: string): Promise<void> {
   await ctx.db.transaction().execute(async (tx) => {
     // Locked, as machine creation locks it: no machine can be added until this commits.
     const app = await findApp(tx, orgId, name, { lock: true });
-    const live = await tx
-      .selectFrom('machines')
-      .select('id')
-      .where('app_id', '=', app.id)
-      .where('observed_state', '!=', 'deleted')
-      .executeTakeFirst();
+    const [live] = await liveMachineIds(tx, app.id);
     if (live) {
       throw new ApiError(
         'conflict',
-        `App '${name}' has a machine (${live.id}) that was created while it was being deleted; try again.`,
+        `App '${name}' has a machine (${live}) that was created while it was being deleted; try again.`,
       );
     }
     // Detach everything: the keys of its bucket attachments stop working with it.

@@ -10,6 +10,7 @@
  * orphan twice is harmless, and a server restarted often still sweeps.
  */
 import type { ServiceContext } from '../context.js';
+import { everyInterval } from '../ticker.js';
 
 /** How old a blob must be before the sweep may take it for an orphan. */
 export const ORPHAN_GRACE_MS = 60 * 60 * 1000;
@@ -82,21 +83,11 @@ export function scheduleOrphanSweep(
   ctx: ServiceContext,
   timing: OrphanSweepTiming = DEFAULT_TIMING,
 ): () => void {
-  let timer: NodeJS.Timeout;
-  let stopped = false;
-  const run = (afterMs: number) => {
-    timer = setTimeout(() => {
-      sweepOrphanBlobs(ctx)
-        .catch((err: unknown) => ctx.log.warn({ err }, 'the orphan sweep failed'))
-        .finally(() => {
-          if (!stopped) run(timing.everyMs);
-        });
-    }, afterMs);
-    timer.unref();
-  };
-  run(timing.firstAfterMs);
-  return () => {
-    stopped = true;
-    clearTimeout(timer);
-  };
+  return everyInterval(
+    ctx.log,
+    'the orphan sweep',
+    timing.everyMs,
+    () => sweepOrphanBlobs(ctx),
+    timing.firstAfterMs,
+  );
 }

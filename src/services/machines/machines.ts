@@ -17,6 +17,7 @@ import { withDefaults, type MachineConfig, type MachineConfigInput } from './con
 import {
   configOf,
   findMachine,
+  liveMachineIds,
   machinesQuery,
   toMachine,
   type Machine,
@@ -63,17 +64,12 @@ export async function createMachine(
       .where('app_id', '=', app.id)
       .execute();
     if (volumes.length > 0) {
-      const live = await tx
-        .selectFrom('machines')
-        .select('id')
-        .where('app_id', '=', app.id)
-        .where('observed_state', '<>', 'deleted')
-        .$if(replace !== undefined, (q) => q.where('id', '<>', replace!))
-        .execute();
-      if (live.length > 0) {
+      // The machine being replaced does not count.
+      const [live] = (await liveMachineIds(tx, app.id)).filter((id) => id !== replace);
+      if (live) {
         throw new ApiError(
           'volume-needs-single-machine',
-          `The app '${appName}' has a volume, so it runs exactly one machine (${live[0]!.id}).`,
+          `The app '${appName}' has a volume, so it runs exactly one machine (${live}).`,
         );
       }
     }

@@ -86,3 +86,15 @@ export async function findMachine(ex: Executor, orgId: string, id: string): Prom
   if (!row) throw new ApiError('not-found', `Machine '${id}' not found.`);
   return row;
 }
+
+/** Ids of the app's machines that are not destroyed, oldest first. */
+export async function liveMachineIds(ex: Executor, appId: string): Promise<string[]> {
+  const rows = await ex
+    .selectFrom('machines')
+    .select('id')
+    .where('app_id', '=', appId)
+    .where('observed_state', '<>', 'deleted')
+    .orderBy('created_at')
+    .execute();
+  return rows.map((r) => r.id);
+}

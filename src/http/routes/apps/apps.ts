@@ -2,17 +2,10 @@
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import {
-  appSchema,
-  createApp,
-  createAppBody,
-  deleteApp,
-  getApp,
-  listApps,
-} from '../../../services/apps.js';
+import { appSchema, createApp, createAppBody, getApp, listApps } from '../../../services/apps.js';
 import type { AppDeps } from '../../app.js';
 import { principalOf } from '../../plugins/auth.js';
-import { destroyAppMachines } from '../../../services/machines/app-teardown.js';
+import { deleteAppAndMachines } from '../../../services/machines/app-teardown.js';
 import { appFromBodyField, appFromParams, auth } from '../../route-auth.js';
 
 const nameParams = z.object({ name: z.string().max(63) });
@@ -58,9 +51,7 @@ export function appRoutes(root: FastifyInstance, { ctx }: AppDeps): void {
       params: nameParams,
     },
     handler: async (req, reply) => {
-      const { orgId } = principalOf(req);
-      await destroyAppMachines(ctx, orgId, req.params.name);
-      await deleteApp(ctx, orgId, req.params.name);
+      await deleteAppAndMachines(ctx, principalOf(req).orgId, req.params.name);
       return reply.code(204).send();
     },
   });
