@@ -38,8 +38,8 @@ import { parseSshPublicKey } from './ssh/public-key.js';
 import { openStore, type Store } from './store/db.js';
 import { startEmbeddedCluster, type EmbeddedCluster } from './store/embedded.js';
 import { migrate } from './store/migrate.js';
-import { lockDataDir, type DataDirLock } from './system/data-dir-lock.js';
-import { loadOperatorToken } from './system/operator-token.js';
+import { lockDataDir, type DataDirLock } from './host/data-dir-lock.js';
+import { loadOperatorToken } from './host/operator-token.js';
 
 export interface PlatformOptions {
   logger?: Logger;

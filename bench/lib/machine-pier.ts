@@ -21,7 +21,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
-import { CgroupSet } from '../../src/engines/sleep/cgroup.js';
+import { CgroupSet } from '../../src/host/cgroups/cgroup.js';
 import { busyboxLayer, pushImage } from '../../src/runtime/images/build.test-helper.js';
 import {
   isRunning,

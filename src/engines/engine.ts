@@ -8,7 +8,7 @@
  * again, and the call finishes the work or finds it done.
  */
 import type { StoragePool } from '../storage/pool/pool.js';
-import type { ServiceUser } from '../system/service-user.js';
+import type { ServiceUser } from '../host/service-user.js';
 
 /** One server process of a database (a primary, or the standby of a redundant one). */
 export interface InstanceSpec {

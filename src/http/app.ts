@@ -19,7 +19,7 @@ import { installErrors } from './plugins/errors.js';
 import { installObservability, newRequestId } from './plugins/observability.js';
 import { installValidation } from './plugins/validation.js';
 import { registerRoutes } from './routes/index.js';
-import { s3Gateway } from '../objects/gateway/plugin.js';
+import { s3Gateway } from './s3/plugin.js';
 import { AppProxy, proxyPlugin } from '../proxy/index.js';
 import { MachineTargets } from '../services/machines/proxy-targets.js';
 

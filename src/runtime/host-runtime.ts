@@ -6,7 +6,7 @@
  */
 import path from 'node:path';
 import type { Logger } from 'pino';
-import { CgroupSet } from '../engines/sleep/cgroup.js';
+import { CgroupSet } from '../host/cgroups/cgroup.js';
 import type { PoolHandle } from '../storage/pool-handle.js';
 import { ImageStore } from './images/index.js';
 import { LocalRuntime } from './local/index.js';

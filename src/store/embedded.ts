@@ -10,7 +10,7 @@ import { chmod, chown, mkdir, readdir, stat, writeFile } from 'node:fs/promises'
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { assertTraversable, resolveServiceUser, type ServiceUser } from '../system/service-user.js';
+import { assertTraversable, resolveServiceUser, type ServiceUser } from '../host/service-user.js';
 
 const run = promisify(execFile);
 const PORT = 5432;

@@ -10,7 +10,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.js';
 import { request } from '../helpers/platform.js';
-import { freeLoopbackPort } from '../../src/engines/host/ports.js';
+import { freeLoopbackPort } from '../../src/host/ports.js';
 import { postmastersOf, sleep, waitFor } from './helpers.js';
 
 let db: TestDatabase;

@@ -6,7 +6,7 @@
  */
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CgroupSet } from '../../src/engines/sleep/cgroup.js';
+import { CgroupSet } from '../../src/host/cgroups/cgroup.js';
 import { startTestPlatform, type TestOrg, type TestPlatform } from '../helpers/platform.js';
 import { createDatabase, platformCa, query, waitFor } from './helpers.js';
 

@@ -16,15 +16,15 @@ import type { SecretBox } from '../../crypto/secret-box.js';
 import type { PoolHandle } from '../../storage/pool-handle.js';
 import type { Db } from '../../store/db.js';
 import type { SuspendPolicyRow } from '../../store/schema.js';
-import { resolveServiceUser } from '../../system/service-user.js';
+import { resolveServiceUser } from '../../host/service-user.js';
 import type { DatabaseEngine, EngineEnv, InstanceSpec, ReplicatingEngine } from '../engine.js';
 import { TcpFront } from '../front/tcp-front.js';
 import { PostgresEngine } from '../postgres/index.js';
 import { RedisEngine } from '../redis/index.js';
-import { CgroupSet } from '../sleep/cgroup.js';
-import { candidatePorts, freeLoopbackPort, parsePortRange, type PortRange } from './ports.js';
+import { CgroupSet } from '../../host/cgroups/cgroup.js';
+import { candidatePorts, freeLoopbackPort, parsePortRange, type PortRange } from '../../host/ports.js';
 import { failover, isAlive, loseStandby, type RedundancyDeps } from './failover.js';
-import { sleepAction, type Power } from './sleep-policy.js';
+import { sleepAction, type Power } from '../../host/sleep-policy.js';
 
 /** What the host knows of a database it serves. */
 export interface LiveDatabase {

@@ -12,7 +12,7 @@ import pg from 'pg';
 import { ensureCa } from '../../crypto/ca.js';
 import { DirectoryPool } from '../../storage/pool/directory-pool.js';
 import type { StoragePool } from '../../storage/pool/pool.js';
-import { resolveServiceUser } from '../../system/service-user.js';
+import { resolveServiceUser } from '../../host/service-user.js';
 import type { EngineEnv, InstanceSpec } from '../engine.js';
 import { PostgresEngine } from './index.js';
 import { discardVolume } from './instance.js';

@@ -9,7 +9,7 @@ import path from 'node:path';
 import { Redis } from 'ioredis';
 import { ensureCa } from '../../crypto/ca.js';
 import type { StoragePool } from '../../storage/pool/pool.js';
-import { resolveServiceUser } from '../../system/service-user.js';
+import { resolveServiceUser } from '../../host/service-user.js';
 import type { EngineEnv, InstanceSpec } from '../engine.js';
 import { redisPaths } from './paths.js';
 

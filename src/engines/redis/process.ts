@@ -6,7 +6,7 @@
 import { spawn } from 'node:child_process';
 import { closeSync, constants, openSync } from 'node:fs';
 import { open, readFile, readlink, rm, type FileHandle } from 'node:fs/promises';
-import type { ServiceUser } from '../../system/service-user.js';
+import type { ServiceUser } from '../../host/service-user.js';
 import type { RedisBinaries } from './binaries.js';
 import { writeAtomic } from './files.js';
 import type { RedisPaths } from './paths.js';

@@ -21,7 +21,7 @@ import { lstat, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import type { CgroupSet } from '../../engines/sleep/cgroup.js';
+import type { CgroupSet } from '../../host/cgroups/cgroup.js';
 import { PoolError, type StoragePool } from '../../storage/pool/pool.js';
 import type { MachineRecord, MachineRecords } from './records.js';
 import { volumeName } from './resources.js';

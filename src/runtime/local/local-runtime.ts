@@ -7,7 +7,7 @@
  */
 import { rmdir } from 'node:fs/promises';
 import path from 'node:path';
-import type { CgroupLimits, CgroupSet } from '../../engines/sleep/cgroup.js';
+import type { CgroupLimits, CgroupSet } from '../../host/cgroups/cgroup.js';
 import type { StoragePool } from '../../storage/pool/pool.js';
 import type { ImageConfig, ImageStore } from '../images/index.js';
 import {

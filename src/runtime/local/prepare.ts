@@ -6,7 +6,7 @@
  */
 import { lstat, mkdir } from 'node:fs/promises';
 import path from 'node:path';
-import type { CgroupSet } from '../../engines/sleep/cgroup.js';
+import type { CgroupSet } from '../../host/cgroups/cgroup.js';
 import type { StoragePool } from '../../storage/pool/pool.js';
 import type { ImageConfig } from '../images/index.js';
 import { MachineStartError, type MachineSpec } from '../runtime.js';

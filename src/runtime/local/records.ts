@@ -7,7 +7,7 @@
  */
 import { mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import type { CgroupLimits } from '../../engines/sleep/cgroup.js';
+import type { CgroupLimits } from '../../host/cgroups/cgroup.js';
 import type { ImageConfig } from '../images/index.js';
 import { allocateIp, isMachineIp } from '../sandbox/index.js';
 

@@ -3,7 +3,7 @@
  * again by digest), its writable layer (a pool volume with the disk quota) and its
  * cgroup limits. Failures a customer can act on become MachineStartErrors.
  */
-import type { CgroupLimits, CgroupSet } from '../../engines/sleep/cgroup.js';
+import type { CgroupLimits, CgroupSet } from '../../host/cgroups/cgroup.js';
 import { PoolError, type StoragePool } from '../../storage/pool/pool.js';
 import {
   formatReference,

@@ -16,7 +16,7 @@
 import { spawn as spawnChild } from 'node:child_process';
 import { constants } from 'node:os';
 import { spawn as spawnPty } from 'node-pty';
-import type { CgroupSet } from '../../engines/sleep/cgroup.js';
+import type { CgroupSet } from '../../host/cgroups/cgroup.js';
 import type { GuestProcess, GuestSession, ShellOptions } from '../runtime.js';
 import { killTree } from '../sandbox/proc.js';
 

@@ -6,7 +6,7 @@
 import { access, mkdtemp, rm, rmdir } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { CgroupSet } from '../../engines/sleep/cgroup.js';
+import { CgroupSet } from '../../host/cgroups/cgroup.js';
 import { DirectoryPool } from '../../storage/pool/directory-pool.js';
 import { startRegistry, type TestRegistry } from '../../../test/helpers/registry.js';
 import { busyboxLayer, pushImage, type ImageSpec } from '../images/build.test-helper.js';

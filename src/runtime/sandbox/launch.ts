@@ -10,7 +10,7 @@ import { readFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import type { CgroupSet } from '../../engines/sleep/cgroup.js';
+import type { CgroupSet } from '../../host/cgroups/cgroup.js';
 import { readLogs } from './logs.js';
 import { sleep } from './proc.js';
 import { STATE_FILES, type KeeperMessage, type StartMessage } from './protocol.js';

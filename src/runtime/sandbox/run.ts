@@ -9,7 +9,7 @@
 import type { ChildProcess } from 'node:child_process';
 import { lstat, mkdir, readFile, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
-import type { CgroupSet } from '../../engines/sleep/cgroup.js';
+import type { CgroupSet } from '../../host/cgroups/cgroup.js';
 import { handshake, spawnKeeper } from './launch.js';
 import { readLogs, type LogPage, type ReadLogsOptions } from './logs.js';
 import { assertSandboxId } from './names.js';

@@ -3,7 +3,7 @@
  * its pid and exits, the way a pier that starts a machine and then stops would.
  * Argument: JSON `{ cgroupRoot, runDir, spec }`.
  */
-import { CgroupSet } from '../../engines/sleep/cgroup.js';
+import { CgroupSet } from '../../host/cgroups/cgroup.js';
 import { Sandboxes } from './run.js';
 import type { SandboxSpec } from './spec.js';
 

@@ -16,7 +16,7 @@ import {
 } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { CgroupSet, type CgroupLimits } from '../../engines/sleep/cgroup.js';
+import { CgroupSet, type CgroupLimits } from '../../host/cgroups/cgroup.js';
 import type { LogEntry } from './logs.js';
 import type { ExitStatus } from './protocol.js';
 import { mountRootfs, unmountRootfs } from './rootfs.js';

@@ -7,7 +7,7 @@
 import { ApiError } from '../../errors/api-error.js';
 import { MachineStartError } from '../../runtime/runtime.js';
 import type { ServiceContext } from '../context.js';
-import { SUSPEND_MAX_MEMORY_MB } from '../../engines/host/sleep-policy.js';
+import { SUSPEND_MAX_MEMORY_MB } from '../../host/sleep-policy.js';
 import { specOf } from './machines.js';
 import { machineChanged } from './state-events.js';
 import { releaseVolumeLease, takeVolumeLease } from './volume-lease.js';

@@ -3,13 +3,13 @@
  * no proxied request for `idleSeconds` is suspended (frozen, memory kept) or, with mode
  * `stop` or above 2048 MB, stopped; `stopAfterSeconds` stops a suspended one. The proxy
  * wakes it on the next request. Without a policy a machine never sleeps. The same rule as
- * databases (engines/host/sleep-policy.ts) decides.
+ * databases (host/sleep-policy.ts) decides.
  *
  * Activity is proxied requests (and the moment the machine became ready), and CPU: a
  * machine that used more than 5% of a CPU between two ticks (its processes' CPU time,
  * read from /proc) is busy, so a worker that serves no HTTP is not put to sleep.
  */
-import { sleepAction } from '../../engines/host/sleep-policy.js';
+import { sleepAction } from '../../host/sleep-policy.js';
 import type { ServiceContext } from '../context.js';
 import { machineAction, runtimeOf } from './lifecycle.js';
 import { configOf, machinesQuery } from './records.js';

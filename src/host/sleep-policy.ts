@@ -3,7 +3,7 @@
  * how long it has been idle and what it is doing now, what should happen next. Kept apart
  * from the timers and processes so the rule itself is tested on its own.
  */
-import type { SuspendPolicyRow } from '../../store/schema.js';
+import type { SuspendPolicyRow } from '../store/schema.js';
 
 export type Power = 'running' | 'suspended' | 'stopped';
 export type SleepAction = 'none' | 'suspend' | 'stop';

@@ -12,7 +12,7 @@ import {
   checksumField,
   createBodyVerifier,
   type VerifiedAuth,
-} from '../sigv4/index.js';
+} from '../../objects/sigv4/index.js';
 
 export interface RequestBody {
   stream: Readable;

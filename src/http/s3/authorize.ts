@@ -9,8 +9,8 @@ import { ObjectError } from '../../services/buckets/object-error.js';
 import type { S3KeyGrant } from '../../services/buckets/s3-keys.js';
 import { findS3Key } from '../../services/buckets/s3-keys.js';
 import type { ServiceContext } from '../../services/context.js';
-import { verifyRequest } from '../sigv4/verify.js';
-import type { VerifiedAuth } from '../sigv4/types.js';
+import { verifyRequest } from '../../objects/sigv4/verify.js';
+import type { VerifiedAuth } from '../../objects/sigv4/types.js';
 import type { S3Target } from './request.js';
 
 /** Grants are cached briefly; revocation drops them at once (see invalidateGrant). */

@@ -3,7 +3,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { ObjectError } from '../../services/buckets/object-error.js';
 import { deleteObjects, listObjects } from '../../services/buckets/objects.js';
 import type { ServiceContext } from '../../services/context.js';
-import { uriEncode } from '../sigv4/uri.js';
+import { uriEncode } from '../../objects/sigv4/uri.js';
 import type { Authorized } from './authorize.js';
 import { readSmallBody } from './body.js';
 import { intParam, type S3Target } from './request.js';

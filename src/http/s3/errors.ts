@@ -4,8 +4,8 @@
  */
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { ObjectError } from '../../services/buckets/object-error.js';
-import { BlobError } from '../blobs/blob-store.js';
-import { SigV4Error } from '../sigv4/errors.js';
+import { BlobError } from '../../objects/blobs/blob-store.js';
+import { SigV4Error } from '../../objects/sigv4/errors.js';
 import { xmlDocument, type XmlNode } from './xml.js';
 
 interface S3Failure {

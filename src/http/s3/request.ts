@@ -4,7 +4,7 @@
  */
 import type { FastifyRequest } from 'fastify';
 import { ObjectError } from '../../services/buckets/object-error.js';
-import { decodePath, parseQuery } from '../sigv4/uri.js';
+import { decodePath, parseQuery } from '../../objects/sigv4/uri.js';
 
 export const GATEWAY_PREFIX = '/s3';
 

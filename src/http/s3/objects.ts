@@ -10,7 +10,7 @@ import {
   type ObjectMeta,
 } from '../../services/buckets/objects.js';
 import type { ServiceContext } from '../../services/context.js';
-import { decodePath } from '../sigv4/uri.js';
+import { decodePath } from '../../objects/sigv4/uri.js';
 import type { Authorized } from './authorize.js';
 import { requestBody } from './body.js';
 import type { S3Target } from './request.js';
