@@ -22,7 +22,12 @@ import { TcpFront } from '../front/tcp-front.js';
 import { PostgresEngine } from '../postgres/index.js';
 import { RedisEngine } from '../redis/index.js';
 import { CgroupSet } from '../../host/cgroups/cgroup.js';
-import { candidatePorts, freeLoopbackPort, parsePortRange, type PortRange } from '../../host/ports.js';
+import {
+  candidatePorts,
+  freeLoopbackPort,
+  parsePortRange,
+  type PortRange,
+} from '../../host/ports.js';
 import { failover, isAlive, loseStandby, type RedundancyDeps } from './failover.js';
 import { sleepAction, type Power } from '../../host/sleep-policy.js';
 
