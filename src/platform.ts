@@ -9,21 +9,24 @@ import type { FastifyInstance } from 'fastify';
 import pino, { type Logger } from 'pino';
 import type { Config } from './config.js';
 import { SecretBox, loadMasterKey } from './crypto/secret-box.js';
-import { buildApp, type AppDeps } from './http/app.js';
+import { buildApp } from './http/app.js';
+import type { AppDeps } from './http/deps.js';
 import { JobCatalogue, type JobDefinition } from './jobs/catalogue.js';
 import { housekeepingJobs, scheduleHousekeeping } from './jobs/housekeeping.js';
 import { JobWorker } from './jobs/worker.js';
-import { enqueue } from './jobs/queue.js';
 import { Authenticator } from './services/authenticator.js';
 import { bucketJobs } from './services/buckets/jobs.js';
-import { DatabaseHost } from './engines/host/database-host.js';
+import { BucketCaches } from './services/buckets/caches.js';
+import { LocalDatabaseRuntime } from './engines/local/database-runtime.js';
 import { databaseJobs } from './services/databases/jobs.js';
+import { databaseRuntimeEvents } from './services/databases/runtime-events.js';
 import { volumeJobs } from './services/volumes/jobs.js';
 import { machineJobs } from './services/machines/jobs.js';
 import { takeBackMachines } from './services/machines/upkeep.js';
 import { scheduleMetering } from './services/machines/metering.js';
 import { scheduleSupervision } from './services/machines/supervise.js';
 import { scheduleMachineSleep } from './services/machines/sleep.js';
+import { newMachineChanges } from './services/machines/state-events.js';
 import { scheduleCheckpoints } from './services/machines/checkpoints.js';
 import { scheduleLiveness } from './services/machines/liveness.js';
 import { hostRuntime } from './runtime/host-runtime.js';
@@ -129,21 +132,21 @@ export async function startPlatform(config: Config, opts: PlatformOptions = {}):
       ...machineJobs(() => late.ctx!),
       ...(opts.jobs ?? []),
     ]);
-    const dbHost = new DatabaseHost({
+    const databases = new LocalDatabaseRuntime({
       config,
-      db: store.db,
-      box,
       pool,
       log: logger.child({ component: 'databases' }),
-      onFailover: async (databaseId) => {
-        await enqueue(store.db, catalogue, 'databases.rebuild-standby', { databaseId });
-      },
+      // What the runtime observes (sleep, wake, failover) is written to the rows here.
+      events: databaseRuntimeEvents({ db: store.db, jobs: catalogue }),
     });
     // Fronts close before the pool: servers keep running and are taken back next start.
-    undo.push(() => dbHost.close());
+    undo.push(() => databases.close());
     const authenticator = new Authenticator(store.db, clock, logger);
     await authenticator.start(store.pool);
     undo.push(() => authenticator.stop());
+    // The S3 gateway's per-process caches (keys, CORS rules), dropped by changes here and,
+    // through the authenticator's LISTEN, by changes on other replicas.
+    const bucketCaches = new BucketCaches(authenticator);
     const ctx: ServiceContext = {
       db: store.db,
       clock,
@@ -153,8 +156,16 @@ export async function startPlatform(config: Config, opts: PlatformOptions = {}):
       log: logger,
       auth: authenticator,
       blobs,
-      dbHost,
+      bucketCaches,
+      databases,
       pool,
+      memory: {
+        machineChanges: newMachineChanges(),
+        machineRequests: new Map(),
+        machineCpuSeen: new Map(),
+        execSessions: new Map(),
+        checkpointsInFlight: new Set(),
+      },
       machines: hostRuntime({
         dataDir: config.dataDir,
         pool,
@@ -208,7 +219,7 @@ export async function startPlatform(config: Config, opts: PlatformOptions = {}):
     undo.push(async () => stopCheckpoints());
     const stopLiveness = scheduleLiveness(ctx, config.livenessIntervalMs);
     undo.push(async () => stopLiveness());
-    dbHost.startTickers();
+    databases.startTickers();
     const stopUpkeep = scheduleDatabaseUpkeep(ctx);
     undo.push(async () => stopUpkeep());
     const stopOrphanSweep = scheduleOrphanSweep(ctx);

@@ -3,7 +3,12 @@
  * how long it has been idle and what it is doing now, what should happen next. Kept apart
  * from the timers and processes so the rule itself is tested on its own.
  */
-import type { SuspendPolicyRow } from '../store/schema.js';
+/** When an idle database sleeps (spec 2.4); stored as the `suspend_policy` of its row. */
+export interface SuspendPolicy {
+  mode: 'suspend' | 'stop' | 'off';
+  idleSeconds: number;
+  stopAfterSeconds?: number;
+}
 
 export type Power = 'running' | 'suspended' | 'stopped';
 export type SleepAction = 'none' | 'suspend' | 'stop';
@@ -12,7 +17,7 @@ export type SleepAction = 'none' | 'suspend' | 'stop';
 export const SUSPEND_MAX_MEMORY_MB = 2048;
 
 export interface SleepInput {
-  policy: SuspendPolicyRow | null;
+  policy: SuspendPolicy | null;
   memoryMb: number;
   power: Power;
   idleMs: number;

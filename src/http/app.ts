@@ -7,13 +7,8 @@ import Fastify, { type FastifyInstance } from 'fastify';
 import swagger from '@fastify/swagger';
 import websocket from '@fastify/websocket';
 import { jsonSchemaTransform } from 'fastify-type-provider-zod';
-import type { Logger } from 'pino';
 import { Registry } from 'prom-client';
-import type { Config } from '../config.js';
-import type { Authenticator } from '../services/authenticator.js';
-import type { ServiceContext } from '../services/context.js';
-import type { RateLimiter } from '../services/rate-limit.js';
-import type { PoolHandle } from '../storage/pool-handle.js';
+import type { AppDeps } from './deps.js';
 import { installAuth } from './plugins/auth.js';
 import { installErrors } from './plugins/errors.js';
 import { installObservability, newRequestId } from './plugins/observability.js';
@@ -21,21 +16,7 @@ import { installValidation } from './plugins/validation.js';
 import { registerRoutes } from './routes/index.js';
 import { s3Gateway } from './s3/plugin.js';
 import { AppProxy, proxyPlugin } from '../proxy/index.js';
-import { MachineTargets } from '../services/machines/proxy-targets.js';
-
-export interface AppDeps {
-  config: Config;
-  ctx: ServiceContext;
-  authenticator: Authenticator;
-  operatorToken: string;
-  sshGateway: { address: string; hostKey: string; fingerprint: string };
-  logger: Logger;
-  rateLimiter: RateLimiter;
-  /** The host's storage pool, opened on first use. */
-  pool: PoolHandle;
-  /** Extra route families, registered after the built-in ones (extensions and tests). */
-  extraRoutes?: ((app: FastifyInstance, deps: AppDeps) => void)[];
-}
+import { MachineTargets } from '../proxy/machine-targets.js';
 
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const app = Fastify({

@@ -4,11 +4,8 @@
  * which app the request concerns. One plugin (plugins/auth.ts) enforces every row.
  */
 import type { FastifyRequest } from 'fastify';
-
-/** F = full-access key; R = full or scope `read`; D = full, `deploy` or `deploy:<app>`. */
-export type Access = 'F' | 'R' | 'D';
-/** A0 none; AW sandbox and twin; AA every class; AD production needs prodDataRead. */
-export type AgentRule = 'A0' | 'AW' | 'AA' | 'AD';
+import type { AgentRule } from '../services/agent-judge.js';
+import type { Access } from '../services/scopes.js';
 
 export interface RouteAuth {
   /** Any one of these grants access. */

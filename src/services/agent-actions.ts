@@ -1,5 +1,5 @@
 /** The audit trail of agent tokens: one entry per judged request, with its verdict. */
-import { z } from 'zod';
+import type { AgentAction } from '../contracts/agent-actions.js';
 import { newId } from '../crypto/tokens.js';
 import type { Db } from '../store/db.js';
 
@@ -14,20 +14,6 @@ export interface AgentActionInput {
   requestId: string;
   at: Date;
 }
-
-export const agentActionSchema = z.object({
-  id: z.string(),
-  tokenId: z.string(),
-  method: z.string(),
-  route: z.string(),
-  path: z.string(),
-  app: z.string().optional(),
-  verdict: z.enum(['allowed', 'refused']),
-  code: z.string().optional(),
-  requestId: z.string(),
-  at: z.string(),
-});
-export type AgentAction = z.infer<typeof agentActionSchema>;
 
 export async function recordAgentAction(db: Db, a: AgentActionInput): Promise<void> {
   await db

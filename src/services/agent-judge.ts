@@ -4,8 +4,10 @@
  * Pure: the audit write and the answer are the caller's.
  */
 import type { ErrorCode } from '../errors/catalogue.js';
-import type { AgentRule } from '../http/route-auth.js';
 import type { AgentBlock } from '../store/schema.js';
+
+/** A0 none; AW sandbox and twin; AA every class; AD production needs prodDataRead. */
+export type AgentRule = 'A0' | 'AW' | 'AA' | 'AD';
 
 export interface AgentRequest {
   rule: AgentRule | undefined;

@@ -11,7 +11,7 @@ import { sql } from 'kysely';
 import { sha256 } from '../crypto/tokens.js';
 import type { Db } from '../store/db.js';
 import type { AgentBlock } from '../store/schema.js';
-import type { Clock } from './context.js';
+import type { AuthEvents, Clock } from './context.js';
 import { touchKeys } from './keys.js';
 
 export interface AuthenticatedKey {
@@ -56,19 +56,6 @@ class InFlight {
     this.revoked = true;
     this.ctl?.abort(new Error('key revoked'));
   }
-}
-
-/** What services tell the auth layer after a change they committed. */
-export interface AuthEvents {
-  /** A key of `orgId` was minted (or changed): listings must be read again. */
-  keysChanged(orgId: string): Promise<void>;
-  keyRevoked(keyId: string, orgId: string): Promise<void>;
-  /** Suspension or management of the org changed. */
-  orgChanged(orgId: string): Promise<void>;
-  /** The org's key listing, from cache while fresh, else from `load`. */
-  keyListing<T>(orgId: string, load: () => Promise<T>): Promise<T>;
-  /** Calls `fn(kind, id)` for every invalidation, local or from another replica. */
-  onInvalidation(fn: (kind: string, id: string) => void): void;
 }
 
 /** The NOTIFY channel of invalidations; `kind:id[:org]` payloads. */

@@ -2,40 +2,11 @@
  * The credit account as customers read it (spec 2.9, 4.7) and operator grants.
  * Top-ups, auto-recharge, prices and metering arrive with the billing issue.
  */
-import { z } from 'zod';
+import type { CreditAccount, GrantBody, LedgerEntry } from '../contracts/billing.js';
 import { ApiError, notFound } from '../errors/api-error.js';
 import type { Executor } from '../store/db.js';
 import type { ServiceContext } from './context.js';
-import { addLedgerEntry, listLedger, microsToCents, type LedgerEntry } from './ledger.js';
-
-export const creditAccountSchema = z.object({
-  orgId: z.string(),
-  currency: z.literal('EUR'),
-  prepaid: z.boolean(),
-  balanceMicros: z.string(),
-  balanceCents: z.number().int(),
-  blocked: z.boolean(),
-  blockedAt: z.string().nullable(),
-  warned: z.boolean(),
-  warnAtPercent: z.number().int(),
-  minTopupCents: z.number().int(),
-  priced: z.array(z.string()),
-  autoRecharge: z.object({
-    enabled: z.boolean(),
-    thresholdCents: z.number().int(),
-    amountCents: z.number().int(),
-    capCents: z.number().int(),
-    pending: z.boolean(),
-    failedAt: z.string().nullable(),
-    hasPaymentMethod: z.boolean(),
-  }),
-});
-export type CreditAccount = z.infer<typeof creditAccountSchema>;
-
-export const grantBody = z.strictObject({
-  amountCents: z.number().int().min(1).max(1e12),
-  reason: z.string().min(1).max(500).optional(),
-});
+import { addLedgerEntry, listLedger, microsToCents } from './ledger.js';
 
 export async function getCreditAccount(ex: Executor, orgId: string): Promise<CreditAccount> {
   const row = await ex
@@ -93,7 +64,7 @@ export async function ledgerOf(ctx: ServiceContext, orgId: string, limit: number
 export async function grantCredit(
   ctx: ServiceContext,
   orgId: string,
-  body: z.output<typeof grantBody>,
+  body: GrantBody,
 ): Promise<LedgerEntry> {
   return ctx.db.transaction().execute(async (tx) => {
     const org = await tx.selectFrom('orgs').select('id').where('id', '=', orgId).executeTakeFirst();

@@ -2,7 +2,7 @@
  * Console sign-in (CONTRACT 4): email and password give a short-lived full-access key
  * of that person, marked as a console key.
  */
-import { z } from 'zod';
+import type { SignInBody } from '../contracts/console.js';
 import { ApiError } from '../errors/api-error.js';
 import { verifyPassword } from '../crypto/password.js';
 import type { ServiceContext } from './context.js';
@@ -10,12 +10,7 @@ import { mintKey } from './keys.js';
 
 export const CONSOLE_KEY_TTL_S = 12 * 3600;
 
-export const signInBody = z.strictObject({
-  email: z.string().min(1).max(254),
-  password: z.string().min(1).max(1024),
-});
-
-export async function signIn(ctx: ServiceContext, body: z.output<typeof signInBody>) {
+export async function signIn(ctx: ServiceContext, body: SignInBody) {
   const user = await ctx.db
     .selectFrom('users')
     .select(['id', 'org_id', 'password_hash'])

@@ -4,7 +4,7 @@
  * than `interval`, receives a key of that person exactly once.
  */
 import { sql } from 'kysely';
-import { z } from 'zod';
+import type { DeviceApproveBody, DeviceCodeBody } from '../contracts/device.js';
 import { ApiError, notFound } from '../errors/api-error.js';
 import { mintSecret, newId, sha256, userCode } from '../crypto/tokens.js';
 import type { ServiceContext } from './context.js';
@@ -12,19 +12,6 @@ import { mintKey } from './keys.js';
 
 export const DEVICE_CODE_TTL_S = 600;
 export const DEVICE_POLL_INTERVAL_S = 5;
-
-export const deviceCodeBody = z
-  .strictObject({
-    client: z.string().min(1).max(120).optional(),
-    version: z.string().min(1).max(40).optional(),
-  })
-  .default({});
-export const deviceTokenBody = z.strictObject({ deviceCode: z.string().min(1).max(200) });
-export const deviceLookupBody = z.strictObject({ userCode: z.string().min(1).max(40) });
-export const deviceApproveBody = z.strictObject({
-  userCode: z.string().min(1).max(40),
-  approve: z.boolean().default(true),
-});
 
 /** People type codes in any case, with or without the dash. */
 function normalizeUserCode(code: string): string {
@@ -34,7 +21,7 @@ function normalizeUserCode(code: string): string {
 
 export async function createDeviceCode(
   ctx: ServiceContext,
-  body: z.output<typeof deviceCodeBody>,
+  body: DeviceCodeBody,
   requestedFrom: string,
 ) {
   const now = ctx.clock();
@@ -188,7 +175,7 @@ export async function approveDevice(
   orgId: string,
   userId: string | null,
   approverExpiresAt: Date | null,
-  body: z.output<typeof deviceApproveBody>,
+  body: DeviceApproveBody,
 ) {
   const row = await pendingByUserCode(ctx, body.userCode);
   const res = await ctx.db

@@ -16,7 +16,7 @@ export async function listHosts(ctx: ServiceContext, pool: PoolHandle) {
   const databases = await ctx.db
     .selectFrom('databases')
     .select((eb) => eb.fn.countAll<number>().as('n'))
-    .where('host', '=', ctx.dbHost.id)
+    .where('host', '=', ctx.databases.hostId)
     .executeTakeFirstOrThrow();
   const volumes = await ctx.db
     .selectFrom('volumes')

@@ -3,73 +3,14 @@
  * only its SHA-256 is stored.
  */
 import { sql } from 'kysely';
-import { z } from 'zod';
+import type { CreateKeyBody, KeyRecord } from '../contracts/tokens.js';
 import { ApiError, badRequest, notFound, type ValidationIssue } from '../errors/api-error.js';
 import { mintSecret, newId } from '../crypto/tokens.js';
 import type { Executor } from '../store/db.js';
 import type { AgentBlock } from '../store/schema.js';
 import type { ServiceContext } from './context.js';
-import { NAME_PATTERN } from './names.js';
-import { scopeSchema } from './scopes.js';
 
 export const KEY_KIND = 'pier';
-
-export const createKeyBody = z
-  .strictObject({
-    name: z.string().min(1).max(120),
-    scopes: z.array(scopeSchema).max(20).optional(),
-    expiresAt: z.iso.datetime({ offset: true }).optional(),
-    ttlSeconds: z.number().int().min(60).max(31_536_000).optional(),
-    agent: z
-      .strictObject({
-        class: z.enum(['sandbox', 'twin', 'production']),
-        apps: z
-          .array(z.string().regex(NAME_PATTERN, 'must be an app name'))
-          .min(1)
-          .max(50)
-          .optional(),
-        prodDataRead: z.boolean().optional(),
-      })
-      .optional(),
-  })
-  .superRefine((b, ctx) => {
-    if (b.expiresAt !== undefined && b.ttlSeconds !== undefined) {
-      ctx.addIssue({
-        code: 'custom',
-        path: ['ttlSeconds'],
-        message: 'not together with expiresAt',
-      });
-    }
-    if (b.agent?.prodDataRead !== undefined && b.agent.class !== 'production') {
-      ctx.addIssue({
-        code: 'custom',
-        path: ['agent', 'prodDataRead'],
-        message: 'only for agent class production',
-      });
-    }
-  });
-export type CreateKeyBody = z.infer<typeof createKeyBody>;
-
-export const keyRecordSchema = z.object({
-  id: z.string(),
-  orgId: z.string(),
-  userId: z.string().optional(),
-  name: z.string(),
-  prefix: z.string(),
-  createdAt: z.string(),
-  lastUsedAt: z.string().optional(),
-  scopes: z.array(z.string()).optional(),
-  expiresAt: z.string().optional(),
-  expired: z.boolean().optional(),
-  agent: z
-    .object({
-      class: z.enum(['sandbox', 'twin', 'production']),
-      apps: z.array(z.string()).optional(),
-      prodDataRead: z.boolean().optional(),
-    })
-    .optional(),
-});
-export type KeyRecord = z.infer<typeof keyRecordSchema>;
 
 export interface KeyRow {
   id: string;

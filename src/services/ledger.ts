@@ -4,28 +4,13 @@
  * (1 cent = 1,000,000 micro-cents), kept exact as numeric and passed around as bigint.
  */
 import { sql } from 'kysely';
-import { z } from 'zod';
+import type { LedgerEntry, LedgerKind } from '../contracts/billing.js';
 import { newId } from '../crypto/tokens.js';
 import type { Executor, Tx } from '../store/db.js';
 
 export const MICROS_PER_CENT = 1_000_000n;
 /** The largest value of the integer column `credit_accounts.reference_cents`. */
 const MAX_REFERENCE_CENTS = 2_147_483_647;
-
-export type LedgerKind = 'topup' | 'usage' | 'grant' | 'refund' | 'adjustment';
-
-export const ledgerEntrySchema = z.object({
-  id: z.string(),
-  kind: z.enum(['topup', 'usage', 'grant', 'refund', 'adjustment']),
-  amountMicros: z.string(),
-  amountCents: z.number().int(),
-  reference: z.string().nullable(),
-  windowFrom: z.string().nullable(),
-  windowTo: z.string().nullable(),
-  detail: z.string().nullable(),
-  at: z.string(),
-});
-export type LedgerEntry = z.infer<typeof ledgerEntrySchema>;
 
 /** Whole cents of a micro-cent amount, rounded down (toward minus infinity). */
 export function microsToCents(micros: bigint): number {

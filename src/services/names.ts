@@ -3,14 +3,11 @@
  * claimed by inserting its row inside the transaction that creates the resource, so two
  * concurrent creates of one name cannot both win, whatever their organizations.
  */
-import { z } from 'zod';
+import { NAME_PATTERN } from '../contracts/common.js';
 import { ApiError } from '../errors/api-error.js';
 import type { Executor } from '../store/db.js';
 
 export type NameKind = 'app' | 'database' | 'volume' | 'bucket';
-
-/** 1–63 characters: lowercase letters, digits and hyphens, starting and ending alphanumeric. */
-export const NAME_PATTERN = /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/;
 
 // Names that would collide with the platform's own addresses or confuse people.
 const RESERVED = new Set([
@@ -43,16 +40,6 @@ const RESERVED = new Set([
   'root',
   'objects',
 ]);
-
-/** A name of the shared namespace, as request bodies take it. */
-export const resourceNameSchema = z
-  .string()
-  .min(1)
-  .max(63)
-  .regex(
-    NAME_PATTERN,
-    'lowercase letters, digits and hyphens, starting and ending with a letter or digit',
-  );
 
 export function isReserved(name: string): boolean {
   return RESERVED.has(name) || name.startsWith('pier-');

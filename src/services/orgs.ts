@@ -3,63 +3,15 @@
  * creation (with the first admin and a full-access key), users, suspension, limits.
  */
 import { sql } from 'kysely';
-import { z } from 'zod';
+import type { CreateOrgBody, CreateUserBody, LimitsBody, Org, User } from '../contracts/orgs.js';
 import { ApiError, notFound } from '../errors/api-error.js';
 import { hashPassword } from '../crypto/password.js';
 import { newId } from '../crypto/tokens.js';
 import type { Executor, Tx } from '../store/db.js';
 import type { ServiceContext } from './context.js';
-import { mintKey, type KeyRecord } from './keys.js';
+import type { KeyRecord } from '../contracts/tokens.js';
+import { mintKey } from './keys.js';
 import { addLedgerEntry } from './ledger.js';
-
-export const orgSchema = z.object({
-  id: z.string(),
-  name: z.string(),
-  region: z.string(),
-  prepaid: z.boolean(),
-  managedBy: z.string().optional(),
-  suspended: z.boolean(),
-  suspendedAt: z.string().optional(),
-  limits: z.object({ apps: z.number().nullable(), computers: z.number().nullable() }),
-  createdAt: z.string(),
-});
-export type Org = z.infer<typeof orgSchema>;
-
-export const userSchema = z.object({
-  id: z.string(),
-  orgId: z.string(),
-  email: z.string(),
-  role: z.enum(['admin', 'member']),
-  createdAt: z.string(),
-});
-export type User = z.infer<typeof userSchema>;
-
-export const createOrgBody = z.strictObject({
-  name: z.string().min(1).max(120),
-  region: z
-    .string()
-    .min(2)
-    .max(12)
-    .regex(/^[a-z0-9-]+$/, 'lowercase letters, digits, hyphens')
-    .optional(),
-  prepaid: z.boolean().default(true),
-  grantCents: z.number().int().min(0).max(1e12).default(0),
-  managedBy: z.string().min(1).max(64).optional(),
-  /** pier: the first person's email and console password (both optional). */
-  email: z.email().max(254).optional(),
-  password: z.string().min(12).max(1024).optional(),
-});
-
-export const createUserBody = z.strictObject({
-  email: z.email().max(254),
-  password: z.string().min(12).max(1024).optional(),
-  role: z.enum(['admin', 'member']).default('member'),
-});
-
-export const limitsBody = z.strictObject({
-  apps: z.number().int().min(0).max(1_000_000).nullable().optional(),
-  computers: z.number().int().min(0).max(1_000_000).nullable().optional(),
-});
 
 type OrgRow = {
   id: string;
@@ -123,7 +75,7 @@ async function insertUser(
   tx: Tx,
   ctx: ServiceContext,
   orgId: string,
-  body: z.output<typeof createUserBody>,
+  body: CreateUserBody,
 ): Promise<{ user: User; token: KeyRecord & { token: string } }> {
   const taken = await tx
     .selectFrom('users')
@@ -165,7 +117,7 @@ async function insertUser(
 }
 
 /** Creates an org, its first admin, that person's full-access key, and its credit account. */
-export async function createOrg(ctx: ServiceContext, body: z.output<typeof createOrgBody>) {
+export async function createOrg(ctx: ServiceContext, body: CreateOrgBody) {
   return ctx.db.transaction().execute(async (tx) => {
     if (body.managedBy) {
       const manager = await tx
@@ -219,11 +171,7 @@ export async function createOrg(ctx: ServiceContext, body: z.output<typeof creat
   });
 }
 
-export async function createUser(
-  ctx: ServiceContext,
-  orgId: string,
-  body: z.output<typeof createUserBody>,
-) {
+export async function createUser(ctx: ServiceContext, orgId: string, body: CreateUserBody) {
   const created = await ctx.db.transaction().execute(async (tx) => {
     await getOrg(tx, orgId);
     const { user, token } = await insertUser(tx, ctx, orgId, body);
@@ -253,7 +201,7 @@ export async function setSuspended(
 export async function setLimits(
   ctx: ServiceContext,
   orgId: string,
-  body: z.output<typeof limitsBody>,
+  body: LimitsBody,
 ): Promise<Org> {
   const changes = {
     ...(body.apps !== undefined ? { limit_apps: body.apps } : {}),

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { neededScopeSentence, scopeSchema, scopesCover } from './scopes.js';
+import { scopeSchema } from '../contracts/tokens.js';
+import { neededScopeSentence, scopesCover } from './scopes.js';
 
 describe('scopes', () => {
   it('accepts exactly the scope forms of spec 2.1', () => {

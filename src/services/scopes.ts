@@ -1,24 +1,11 @@
 /**
  * Key scopes (spec 2.1, 5.3) and what they reach. A key without scopes is full access;
- * a key with scopes reaches only what one of them covers.
+ * a key with scopes reaches only what one of them covers. What a scope may be written as
+ * is `scopeSchema` in src/contracts/tokens.ts.
  */
-import { z } from 'zod';
-import type { Access } from '../http/route-auth.js';
 
-const domain = /^(?=.{1,253}$)(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$/;
-const app = /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/;
-
-export const scopeSchema = z
-  .string()
-  .refine(
-    (s) =>
-      s === 'read' ||
-      s === 'deploy' ||
-      s === 'mail:send' ||
-      (s.startsWith('deploy:') && app.test(s.slice(7))) ||
-      (s.startsWith('mail:send:') && domain.test(s.slice(10))),
-    { message: 'must be read, deploy, deploy:<app>, mail:send or mail:send:<domain>' },
-  );
+/** F = full-access key; R = full or scope `read`; D = full, `deploy` or `deploy:<app>`. */
+export type Access = 'F' | 'R' | 'D';
 
 /** Whether a key with `scopes` may use a route open to `access`, for `appName`. */
 export function scopesCover(scopes: string[] | null, access: Access[], appName?: string): boolean {

@@ -3,10 +3,10 @@
  * app and name, and never returned. Managed secrets (from attachments) are written by
  * the attachment services only; these routes refuse to change or remove them.
  */
-import { z } from 'zod';
+import type { PutSecretsBody, Secret } from '../contracts/secrets.js';
 import { ApiError, badRequest, notFound, type ValidationIssue } from '../errors/api-error.js';
 import type { Executor } from '../store/db.js';
-import { findApp } from './apps.js';
+import { findApp } from './apps/records.js';
 import type { ServiceContext } from './context.js';
 
 /** Environment variable names, as a shell and a container runtime accept them. */
@@ -14,21 +14,6 @@ export const SECRET_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,255}$/;
 export const RESERVED_PREFIX = 'PIER_';
 /** 64 KiB per value keeps environments well under the kernel's argument limits. */
 export const MAX_SECRET_BYTES = 64 * 1024;
-
-export const putSecretsBody = z.strictObject({
-  secrets: z.record(z.string(), z.string()).optional(),
-  staged: z.boolean().default(true),
-  build: z.record(z.string(), z.boolean()).optional(),
-});
-
-export const secretSchema = z.object({
-  name: z.string(),
-  updatedAt: z.string(),
-  managed: z.boolean(),
-  managedReason: z.enum(['attachment', 'resource-password']).optional(),
-  build: z.boolean().optional(),
-});
-export type Secret = z.infer<typeof secretSchema>;
 
 type SecretRow = {
   name: string;
@@ -69,7 +54,7 @@ export async function listSecrets(
   return (await rows(ctx.db, app.id)).map(toSecret);
 }
 
-function checkNames(body: z.output<typeof putSecretsBody>): void {
+function checkNames(body: PutSecretsBody): void {
   const issues: ValidationIssue[] = [];
   for (const [name, value] of Object.entries(body.secrets ?? {})) {
     if (!SECRET_NAME.test(name)) {
@@ -111,7 +96,7 @@ export async function putSecrets(
   ctx: ServiceContext,
   orgId: string,
   appName: string,
-  body: z.output<typeof putSecretsBody>,
+  body: PutSecretsBody,
 ): Promise<PutSecretsAnswer> {
   checkNames(body);
   return ctx.db.transaction().execute(async (tx) => {

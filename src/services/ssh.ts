@@ -2,48 +2,16 @@
  * SSH access (spec 4.1): the organization's public keys, short-lived SSH tokens for one
  * app (or one machine of it), and the gateway's address and host key.
  */
-import { z } from 'zod';
+import type { AddSshKeyBody, CreateSshTokenBody } from '../contracts/ssh.js';
 import { ApiError, badRequest, notFound } from '../errors/api-error.js';
 import { mintSecret, newId } from '../crypto/tokens.js';
 import { SshKeyError, parseSshPublicKey } from '../ssh/public-key.js';
-import { findApp } from './apps.js';
+import { findApp } from './apps/records.js';
 import type { ServiceContext } from './context.js';
 
 /** Keys per organization: enough for a team, small enough to keep the gateway's lookups cheap. */
 export const SSH_KEY_LIMIT = 100;
 export const DEFAULT_SSH_TOKEN_TTL_S = 3600;
-
-export const addSshKeyBody = z.strictObject({
-  publicKey: z.string().min(1).max(16384),
-  name: z.string().min(1).max(100).optional(),
-});
-
-export const createSshTokenBody = z.strictObject({
-  app: z.string().min(1).max(63),
-  machine: z.string().min(1).max(64).optional(),
-  ttlS: z.number().int().min(60).max(259_200).optional(),
-});
-
-export const sshKeySchema = z.object({
-  id: z.string(),
-  name: z.string(),
-  type: z.string(),
-  bits: z.number(),
-  fingerprint: z.string(),
-  publicKey: z.string(),
-  userId: z.string().optional(),
-  createdAt: z.string(),
-});
-
-export const sshTokenSchema = z.object({
-  id: z.string(),
-  app: z.string(),
-  machine: z.string().optional(),
-  prefix: z.string(),
-  expiresAt: z.string(),
-  expired: z.boolean(),
-  createdAt: z.string(),
-});
 
 export interface SshGateway {
   address: string;
@@ -89,7 +57,7 @@ export async function addSshKey(
   ctx: ServiceContext,
   orgId: string,
   userId: string | null,
-  body: z.output<typeof addSshKeyBody>,
+  body: AddSshKeyBody,
 ) {
   let parsed;
   try {
@@ -200,7 +168,7 @@ export async function createSshToken(
   ctx: ServiceContext,
   gateway: SshGateway,
   orgId: string,
-  body: z.output<typeof createSshTokenBody>,
+  body: CreateSshTokenBody,
 ) {
   try {
     await findApp(ctx.db, orgId, body.app);

@@ -2,7 +2,7 @@
  * Metered usage (spec 2.9 "Usage list", 4.7 `GET /v1/usage`): the raw events booked for
  * the organization in a period, oldest first, at most `USAGE_LIMIT` of them.
  */
-import { z } from 'zod';
+import type { UsageList, UsageQuery } from '../contracts/billing.js';
 import { badRequest } from '../errors/api-error.js';
 import type { ServiceContext } from './context.js';
 
@@ -10,31 +10,11 @@ export const USAGE_LIMIT = 1000;
 /** Without `from`, the period starts this long before `to`. */
 const DEFAULT_PERIOD_MS = 30 * 24 * 3600_000;
 
-export const usageQuery = z.strictObject({
-  from: z.iso.datetime({ offset: true }).optional(),
-  to: z.iso.datetime({ offset: true }).optional(),
-});
-
-export const usageListSchema = z.object({
-  period: z.object({ from: z.string(), to: z.string() }),
-  events: z.array(
-    z.object({
-      id: z.string(),
-      orgId: z.string(),
-      kind: z.string(),
-      quantity: z.number(),
-      at: z.string(),
-    }),
-  ),
-  truncated: z.boolean(),
-  limit: z.number(),
-});
-
 export async function listUsage(
   ctx: ServiceContext,
   orgId: string,
-  q: z.infer<typeof usageQuery>,
-): Promise<z.infer<typeof usageListSchema>> {
+  q: UsageQuery,
+): Promise<UsageList> {
   const to = q.to ? new Date(q.to) : ctx.clock();
   const from = q.from ? new Date(q.from) : new Date(to.getTime() - DEFAULT_PERIOD_MS);
   if (from > to) throw badRequest([{ path: 'from', message: 'must not be after to' }]);

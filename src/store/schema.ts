@@ -3,6 +3,7 @@
  * `migrations/*.sql` by hand; the integration tests exercise every table.
  */
 import type { ColumnType, Generated } from 'kysely';
+import type { SuspendPolicy } from '../host/sleep-policy.js';
 
 type CreatedAt = ColumnType<Date, Date | string | undefined, never>;
 type Timestamp = ColumnType<Date, Date | string, Date | string>;
@@ -243,11 +244,8 @@ export interface BucketAttachmentsTable {
   created_at: CreatedAt;
 }
 
-export interface SuspendPolicyRow {
-  mode: 'suspend' | 'stop' | 'off';
-  idleSeconds: number;
-  stopAfterSeconds?: number;
-}
+/** The sleep policy as stored (jsonb): the host's own shape. */
+export type SuspendPolicyRow = SuspendPolicy;
 
 export interface DatabasesTable {
   id: string;

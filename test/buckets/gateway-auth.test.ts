@@ -3,7 +3,8 @@
  * headers), bucket scoping across buckets and organizations, path traversal, and CORS
  * for browser requests.
  */
-import { readdir } from 'node:fs/promises';
+import { mkdtemp, readdir, rm } from 'node:fs/promises';
+import os from 'node:os';
 import path from 'node:path';
 import {
   CopyObjectCommand,
@@ -17,6 +18,8 @@ import {
 } from '@aws-sdk/client-s3';
 import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { resolveConfig } from '../../src/config.js';
+import { startPlatform, type Platform } from '../../src/platform.js';
 import { startTestPlatform, type TestOrg, type TestPlatform } from '../helpers/platform.js';
 import {
   createBucket,
@@ -483,5 +486,76 @@ describe('CORS at the gateway', () => {
     expect(other.status).toBe(200);
     expect(other.headers.get('access-control-allow-origin')).toBeNull();
     await other.arrayBuffer();
+  });
+
+  describe('changes of rules', () => {
+    // A second replica on the same database, as behind a balancer.
+    let replica: Platform;
+    let replicaDir: string;
+    beforeAll(async () => {
+      await createBucket(tp, orgA, 'auth-cors-live');
+      replicaDir = await mkdtemp(path.join(os.tmpdir(), 'pier-replica-'));
+      replica = await startPlatform(
+        resolveConfig({
+          listen: '127.0.0.1:0',
+          dataDir: replicaDir,
+          databaseUrl: tp.db.url,
+          logLevel: 'silent',
+          operatorToken: tp.operatorToken,
+        }),
+      );
+    });
+    afterAll(async () => {
+      await replica?.close();
+      if (replicaDir) await rm(replicaDir, { recursive: true, force: true });
+    });
+
+    const ask = async (base: string) => {
+      const res = await fetch(`${base}/s3/auth-cors-live/pic.txt`, {
+        method: 'OPTIONS',
+        headers: { origin, 'access-control-request-method': 'GET' },
+      });
+      await res.arrayBuffer();
+      return res.status;
+    };
+    const putRules = async (rules: unknown[]) => {
+      const res = await tp.request('PUT', '/v1/buckets/auth-cors-live/cors', {
+        token: orgA.token,
+        body: { rules },
+      });
+      expect(res.status).toBe(200);
+    };
+    /** The replica's answer once it is `want`, asked again for up to a second. */
+    const onReplica = async (want: number) => {
+      let status = await ask(replica.url);
+      for (let i = 0; i < 100 && status !== want; i++) {
+        await new Promise((r) => setTimeout(r, 10));
+        status = await ask(replica.url);
+      }
+      return status;
+    };
+
+    it('apply at once on the replica that made them, and within a second on the others', async () => {
+      // Both replicas have read (and cached) the bucket without rules.
+      expect(await ask(tp.url)).toBe(403);
+      expect(await ask(replica.url)).toBe(403);
+      await putRules([{ allowedMethods: ['GET'], allowedOrigins: [origin] }]);
+      expect(await ask(tp.url)).toBe(200);
+      expect(await onReplica(200)).toBe(200);
+      // An empty list refuses the very next preflight.
+      await putRules([]);
+      expect(await ask(tp.url)).toBe(403);
+      expect(await onReplica(403)).toBe(403);
+    });
+
+    it('forget the rules of a deleted bucket, here and on the others', async () => {
+      await putRules([{ allowedMethods: ['GET'], allowedOrigins: [origin] }]);
+      expect(await ask(tp.url)).toBe(200);
+      expect(await onReplica(200)).toBe(200);
+      const del = await tp.request('DELETE', '/v1/buckets/auth-cors-live', { token: orgA.token });
+      expect(del.status).toBe(200);
+      expect(await ask(tp.url)).toBe(403);
+      expect(await onReplica(403)).toBe(403);
+    });
   });
 });

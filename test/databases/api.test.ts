@@ -14,6 +14,7 @@ import {
   poolVolumes,
   processesMentioning,
   query,
+  storagePool,
 } from './helpers.js';
 
 let tp: TestPlatform;
@@ -295,7 +296,7 @@ describe('delete', () => {
     const db = await createDatabase(tp, org, { name: 'gone-db', kind: 'postgres' });
     await req('POST', '/v1/apps', { name: 'gone-app' });
     await req('POST', '/v1/apps/gone-app/attach', { database: 'gone-db' });
-    const { pool } = await tp.platform.ctx.dbHost.env();
+    const pool = await storagePool(tp);
     const volume = (await poolVolumes(tp)).find((v) => v.startsWith('pg-') && !before.has(v));
     expect(volume).toBeDefined();
     const volumePath = `${pool.root}/${volume}`;

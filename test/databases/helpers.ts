@@ -8,6 +8,8 @@ import net from 'node:net';
 import path from 'node:path';
 import pg from 'pg';
 import { expect } from 'vitest';
+import type { LocalDatabaseRuntime } from '../../src/engines/local/database-runtime.js';
+import type { StoragePool } from '../../src/storage/pool/pool.js';
 import type { TestOrg, TestPlatform } from '../helpers/platform.js';
 
 /** The platform CA, as an operator fetches it. */
@@ -140,8 +142,17 @@ export async function postmastersOf(volumePath: string): Promise<number[]> {
   return out;
 }
 
+/** The platform's database runtime, which tests look inside (the local one). */
+export function localDatabases(tp: TestPlatform): LocalDatabaseRuntime {
+  return tp.platform.ctx.databases as LocalDatabaseRuntime;
+}
+
+/** The platform's storage pool, which holds the databases' volumes. */
+export async function storagePool(tp: TestPlatform): Promise<StoragePool> {
+  return (await tp.platform.ctx.pool.get()).pool;
+}
+
 /** Names of the volumes in the platform's storage pool. */
 export async function poolVolumes(tp: TestPlatform): Promise<string[]> {
-  const { pool } = await tp.platform.ctx.dbHost.env();
-  return pool.list();
+  return (await storagePool(tp)).list();
 }

@@ -6,7 +6,16 @@
 import { readFile } from 'node:fs/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestPlatform, type TestOrg, type TestPlatform } from '../helpers/platform.js';
-import { createDatabase, pgClient, platformCa, postmastersOf, query, waitFor } from './helpers.js';
+import {
+  createDatabase,
+  localDatabases,
+  pgClient,
+  platformCa,
+  postmastersOf,
+  query,
+  storagePool,
+  waitFor,
+} from './helpers.js';
 
 let tp: TestPlatform;
 let org: TestOrg;
@@ -21,7 +30,7 @@ async function volumeOf(instanceId: string): Promise<string> {
     .select('volume')
     .where('id', '=', instanceId)
     .executeTakeFirstOrThrow();
-  const { pool } = await tp.platform.ctx.dbHost.env();
+  const pool = await storagePool(tp);
   return `${pool.root}/${row.volume}`;
 }
 
@@ -98,11 +107,7 @@ describe('host-redundant', () => {
       .select('id')
       .where('name', '=', 'ledger')
       .executeTakeFirstOrThrow();
-    await waitFor(
-      async () => tp.platform.ctx.dbHost.get(row.id)?.standbyPid,
-      'the standby',
-      60_000,
-    );
+    await waitFor(async () => localDatabases(tp).get(row.id)?.standbyPid, 'the standby', 60_000);
     const [pid] = await waitFor(async () => {
       const pids = await postmastersOf(volume);
       return pids.length ? pids : undefined;

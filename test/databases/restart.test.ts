@@ -18,6 +18,7 @@ import {
   postmastersOf,
   query,
   settled,
+  storagePool,
 } from './helpers.js';
 
 let tp: TestPlatform;
@@ -35,7 +36,7 @@ afterAll(async () => tp?.close());
 async function volumePathOf(name: string): Promise<string> {
   const r = await sql<{ volume: string }>`SELECT i.volume FROM database_instances i
     JOIN databases d ON d.id = i.database_id WHERE d.name = ${name}`.execute(tp.platform.store.db);
-  const { pool } = await tp.platform.ctx.dbHost.env();
+  const pool = await storagePool(tp);
   return `${pool.root}/${r.rows[0]!.volume}`;
 }
 

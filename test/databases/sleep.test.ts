@@ -8,7 +8,7 @@ import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CgroupSet } from '../../src/host/cgroups/cgroup.js';
 import { startTestPlatform, type TestOrg, type TestPlatform } from '../helpers/platform.js';
-import { createDatabase, platformCa, query, waitFor } from './helpers.js';
+import { createDatabase, localDatabases, platformCa, query, waitFor } from './helpers.js';
 
 let tp: TestPlatform;
 let org: TestOrg;
@@ -71,7 +71,7 @@ describe('sleep and wake', () => {
       45_000,
     );
     if (canFreeze) {
-      expect(await tp.platform.ctx.dbHost.isFrozen(await primaryInstance('nap'))).toBe(true);
+      expect(await localDatabases(tp).isFrozen(await primaryInstance('nap'))).toBe(true);
     }
     expect(await query(urls.nap!, ca, 'SELECT answer FROM t')).toEqual([{ answer: 42 }]);
     expect(await power('nap')).toBe('running');

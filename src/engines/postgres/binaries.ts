@@ -7,7 +7,7 @@ import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { findPgBinDir } from '../../store/embedded.js';
+import { findPgBinDir } from '../../host/pg-binaries.js';
 import { EngineError } from '../engine.js';
 import { readText } from './files.js';
 

@@ -7,6 +7,8 @@
 import { randomBytes } from 'node:crypto';
 import type { FastifyError, FastifyInstance, FastifyReply } from 'fastify';
 import { ApiError, badRequest } from '../../errors/api-error.js';
+import { ObjectError } from '../../services/buckets/object-error.js';
+import { objectErrorAsApiError } from './object-errors.js';
 import { RequestValidationError } from './validation.js';
 
 function send(reply: FastifyReply, err: ApiError): FastifyReply {
@@ -80,6 +82,7 @@ export function installErrors(app: FastifyInstance): void {
   app.setErrorHandler((err: FastifyError, req, reply) => {
     if (err instanceof ApiError) return send(reply, err);
     if (err instanceof RequestValidationError) return send(reply, badRequest(err.issues));
+    if (err instanceof ObjectError) return send(reply, objectErrorAsApiError(err));
     const mapped = fromFramework(err);
     if (mapped) return send(reply, mapped);
     if (err.statusCode === 413) return send(reply, new ApiError('too-large'));

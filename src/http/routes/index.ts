@@ -1,6 +1,6 @@
 /** Every route family of the control API, registered on one app. */
 import type { FastifyInstance } from 'fastify';
-import type { AppDeps } from '../app.js';
+import type { AppDeps } from '../deps.js';
 import { hostRoutes } from './admin/hosts.js';
 import { adminRoutes } from './admin/orgs.js';
 import { appRoutes } from './apps/apps.js';

@@ -4,33 +4,9 @@
  * the Access-Control headers browsers need to read the answer.
  */
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { matchCors } from '../../services/buckets/cors.js';
+import { corsRulesOf, matchCors } from '../../services/buckets/cors.js';
 import type { ServiceContext } from '../../services/context.js';
-import type { CorsRule } from '../../store/schema.js';
 import { ObjectError } from '../../services/buckets/object-error.js';
-
-/** Rules are read at most this often per bucket; a PUT of new rules applies within it. */
-const RULES_TTL_MS = 2000;
-
-export class CorsRules {
-  private readonly cache = new Map<string, { rules: CorsRule[]; at: number }>();
-
-  constructor(private readonly ctx: ServiceContext) {}
-
-  async of(bucketName: string): Promise<CorsRule[]> {
-    const hit = this.cache.get(bucketName);
-    if (hit && Date.now() - hit.at < RULES_TTL_MS) return hit.rules;
-    const row = await this.ctx.db
-      .selectFrom('buckets')
-      .select('cors')
-      .where('name', '=', bucketName)
-      .executeTakeFirst();
-    const rules = row?.cors ?? [];
-    this.cache.set(bucketName, { rules, at: Date.now() });
-    if (this.cache.size > 10_000) this.cache.clear();
-    return rules;
-  }
-}
 
 function requestedHeaders(req: FastifyRequest): string[] {
   const h = req.headers['access-control-request-headers'];
@@ -43,7 +19,7 @@ function requestedHeaders(req: FastifyRequest): string[] {
 
 /** OPTIONS: 200 with the rule's grants, or 403 when no rule allows the request. */
 export async function handlePreflight(
-  cors: CorsRules,
+  ctx: ServiceContext,
   req: FastifyRequest,
   reply: FastifyReply,
   bucket: string | undefined,
@@ -57,7 +33,9 @@ export async function handlePreflight(
     );
   }
   const headers = requestedHeaders(req);
-  const match = bucket ? matchCors(await cors.of(bucket), origin, method, headers) : undefined;
+  const match = bucket
+    ? matchCors(await corsRulesOf(ctx, bucket), origin, method, headers)
+    : undefined;
   if (!match)
     throw new ObjectError('AccessDenied', 'CORSResponse: This CORS request is not allowed.');
   const wildcard = match.rule.allowedOrigins.includes('*');
@@ -74,14 +52,14 @@ export async function handlePreflight(
 
 /** Adds the Access-Control headers of an actual request from an allowed origin. */
 export async function decorateActual(
-  cors: CorsRules,
+  ctx: ServiceContext,
   req: FastifyRequest,
   reply: FastifyReply,
   bucket: string | undefined,
 ) {
   const origin = req.headers.origin;
   if (typeof origin !== 'string' || !bucket) return;
-  const match = matchCors(await cors.of(bucket), origin, req.method, []);
+  const match = matchCors(await corsRulesOf(ctx, bucket), origin, req.method, []);
   if (!match) return;
   reply.header(
     'access-control-allow-origin',

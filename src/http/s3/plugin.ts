@@ -5,16 +5,15 @@
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { ObjectError } from '../../services/buckets/object-error.js';
-import { onS3KeyRevoked } from '../../services/buckets/s3-keys.js';
 import type { ServiceContext } from '../../services/context.js';
-import { GrantCache, authorize, type Authorized } from './authorize.js';
+import { authorize, type Authorized } from './authorize.js';
 import {
   handleDeleteMany,
   handleListBuckets,
   handleListObjects,
   handleLocation,
 } from './buckets.js';
-import { CorsRules, decorateActual, handlePreflight } from './cors.js';
+import { decorateActual, handlePreflight } from './cors.js';
 import { sendS3Error } from './errors.js';
 import {
   handleAbort,
@@ -133,15 +132,8 @@ function route(ctx: ServiceContext, req: FastifyRequest, t: S3Target): Handler {
 }
 
 export async function s3Gateway(app: FastifyInstance, ctx: ServiceContext): Promise<void> {
-  const grants = new GrantCache(ctx);
-  ctx.auth.onInvalidation((kind, id) => {
-    if (kind === 's3key') grants.invalidate(id);
-    // Suspension and unsuspension change what every key of the org may do.
-    if (kind === 'org' || kind === 'all') grants.invalidate();
-  });
-  onS3KeyRevoked(ctx, (id) => grants.invalidate(id));
-  const cors = new CorsRules(ctx);
-
+  // Keys and CORS rules are read through ctx.bucketCaches, which platform.ts makes: the
+  // gateway itself keeps no state.
   await app.register(
     async (gw) => {
       // Bodies stay raw streams: handlers read req.raw themselves, verifying as they go.
@@ -164,9 +156,9 @@ export async function s3Gateway(app: FastifyInstance, ctx: ServiceContext): Prom
       const handle = async (req: FastifyRequest, reply: FastifyReply) => {
         reply.header('x-amz-request-id', req.id);
         const t = targetOf(req);
-        if (req.method === 'OPTIONS') return handlePreflight(cors, req, reply, t.bucket);
-        await decorateActual(cors, req, reply, t.bucket);
-        const a = await authorize(req, t, ctx, grants);
+        if (req.method === 'OPTIONS') return handlePreflight(ctx, req, reply, t.bucket);
+        await decorateActual(ctx, req, reply, t.bucket);
+        const a = await authorize(req, t, ctx);
         return route(ctx, req, t)(req, reply, t, a);
       };
       const methods = ['GET', 'HEAD', 'PUT', 'POST', 'DELETE', 'OPTIONS'] as const;

@@ -3,29 +3,14 @@
  * the managed secrets that tell it where and how to reach it. Detaching revokes the key
  * and removes the secrets; neither can be touched through the secrets routes.
  */
-import { z } from 'zod';
+import type { BucketAttachment as Attachment } from '../../contracts/buckets.js';
 import { ApiError } from '../../errors/api-error.js';
 import type { Executor, Tx } from '../../store/db.js';
-import { findApp } from '../apps.js';
+import { findApp } from '../apps/records.js';
 import type { ServiceContext } from '../context.js';
 import { insertManagedSecret } from '../secrets.js';
-import { findBucket, type BucketRow } from './buckets.js';
+import { findBucket, type BucketRow } from './records.js';
 import { mintS3Key, revokeS3Key } from './s3-keys.js';
-
-/** `as`: an uppercase prefix of the injected names (`MEDIA` → `MEDIA_S3_BUCKET`). */
-export const attachPrefixSchema = z
-  .string()
-  .min(1)
-  .max(32)
-  .regex(/^[A-Z][A-Z0-9_]*$/, 'uppercase letters, digits and _, starting with a letter')
-  .refine((s) => !s.startsWith('PIER'), 'the prefix PIER is reserved by the platform');
-
-export const attachmentSchema = z.object({
-  appName: z.string(),
-  bucketName: z.string(),
-  injected: z.array(z.string()),
-});
-export type Attachment = z.infer<typeof attachmentSchema>;
 
 export function injectedNames(prefix: string): Record<string, string> {
   const p = prefix ? `${prefix}_` : '';
@@ -131,6 +116,28 @@ export async function detachBucketFromApp(
       .execute();
   }
   return { appName, bucketName: bucket.name, injected: row.injected };
+}
+
+/**
+ * Detaches every bucket of the app `appId` inside the caller's transaction, as the app is
+ * deleted (apps/teardown.ts): each key revoked, its managed secrets and row removed.
+ */
+export async function detachAppBuckets(tx: Tx, ctx: ServiceContext, appId: string): Promise<void> {
+  const rows = await tx
+    .deleteFrom('bucket_attachments')
+    .where('app_id', '=', appId)
+    .returning(['key_id', 'injected'])
+    .execute();
+  for (const row of rows) {
+    await revokeS3Key(tx, ctx, row.key_id);
+    if (row.injected.length) {
+      await tx
+        .deleteFrom('secrets')
+        .where('app_id', '=', appId)
+        .where('name', 'in', row.injected)
+        .execute();
+    }
+  }
 }
 
 export async function detachBucket(

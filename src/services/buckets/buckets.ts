@@ -2,43 +2,19 @@
  * Buckets (spec 2.7, 4.5): named in the platform-wide namespace; their objects' bytes
  * live in the blob store under the bucket's id, their metadata in PostgreSQL.
  */
-import { z } from 'zod';
-import { ApiError, notFound } from '../../errors/api-error.js';
+import { bucketNameSchema, type Bucket } from '../../contracts/buckets.js';
+import { ApiError } from '../../errors/api-error.js';
 import { newId } from '../../crypto/tokens.js';
 import { enqueue } from '../../jobs/queue.js';
-import type { Executor } from '../../store/db.js';
 import type { ServiceContext } from '../context.js';
-import { NAME_PATTERN, claimName, nameAvailability, releaseName } from '../names.js';
+import { claimName, nameAvailability, releaseName } from '../names.js';
 import { detachBucketFromApp } from './attachments.js';
+import { announceCorsChanged } from './cors.js';
+import { findBucket, type BucketRow } from './records.js';
 import { announceS3KeyRevoked, mintS3Key } from './s3-keys.js';
 
-export const bucketNameSchema = z
-  .string()
-  .min(3)
-  .max(63)
-  .regex(
-    NAME_PATTERN,
-    'lowercase letters, digits and hyphens, starting and ending with a letter or digit',
-  );
-
-export const createBucketBody = z.strictObject({ name: bucketNameSchema });
-
-export const bucketSchema = z.object({
-  id: z.string(),
-  name: z.string(),
-  orgId: z.string(),
-  backendRef: z.string(),
-  createdAt: z.string(),
-});
-export type Bucket = z.infer<typeof bucketSchema>;
-
-export interface BucketRow {
-  id: string;
-  org_id: string;
-  name: string;
-  backend_ref: string;
-  created_at: Date;
-}
+// The routes find buckets through this file too.
+export { findBucket, type BucketRow } from './records.js';
 
 export function toBucket(r: BucketRow): Bucket {
   return {
@@ -48,18 +24,6 @@ export function toBucket(r: BucketRow): Bucket {
     backendRef: r.backend_ref,
     createdAt: r.created_at.toISOString(),
   };
-}
-
-/** The bucket of `orgId` named `name`, or 404 (also when another org owns it). */
-export async function findBucket(ex: Executor, orgId: string, name: string): Promise<BucketRow> {
-  const row = await ex
-    .selectFrom('buckets')
-    .select(['id', 'org_id', 'name', 'backend_ref', 'created_at'])
-    .where('org_id', '=', orgId)
-    .where('name', '=', name)
-    .executeTakeFirst();
-  if (!row) throw notFound(`Bucket '${name}'`);
-  return row;
 }
 
 export async function createBucket(
@@ -162,6 +126,8 @@ export async function deleteBucket(
       .where('revoked_at', 'is', null)
       .execute();
     for (const k of keys) await announceS3KeyRevoked(tx, ctx, k.id);
+    // Its CORS rules go too: a bucket made later under this name must not inherit them.
+    await announceCorsChanged(tx, ctx, bucket.name);
     await tx.deleteFrom('buckets').where('id', '=', bucket.id).execute();
     await releaseName(tx, orgId, name);
     await enqueue(tx, ctx.jobs, 'buckets.purge', { ns: bucket.id });

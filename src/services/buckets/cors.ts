@@ -3,34 +3,13 @@
  * method and requested headers all match answers a browser's request. Rules that can
  * never match are kept but named in `warnings`, so a mistake is visible at once.
  */
-import { z } from 'zod';
+import { sql } from 'kysely';
+import type { Executor } from '../../store/db.js';
 import type { CorsRule } from '../../store/schema.js';
-import { findBucket } from './buckets.js';
+import { INVALIDATION_CHANNEL } from '../authenticator.js';
 import type { ServiceContext } from '../context.js';
-
-export const CORS_METHODS = ['GET', 'PUT', 'POST', 'DELETE', 'HEAD'] as const;
-
-const wildcardOrigin = z
-  .string()
-  .min(1)
-  .max(256)
-  .refine((o) => (o.match(/\*/g) ?? []).length <= 1, 'at most one * per origin');
-
-export const corsRuleSchema = z.strictObject({
-  id: z.string().min(1).max(255).optional(),
-  allowedMethods: z.array(z.enum(CORS_METHODS)).max(5),
-  allowedOrigins: z.array(wildcardOrigin).max(100),
-  allowedHeaders: z.array(z.string().min(1).max(256)).max(100).optional(),
-  exposeHeaders: z.array(z.string().min(1).max(256)).max(100).optional(),
-  maxAgeSeconds: z.number().int().min(0).max(86_400).optional(),
-});
-
-export const putCorsBody = z.strictObject({ rules: z.array(corsRuleSchema).max(100) });
-
-export const corsSchema = z.object({
-  rules: z.array(corsRuleSchema),
-  warnings: z.array(z.string()).optional(),
-});
+import { CORS_KIND } from './caches.js';
+import { findBucket } from './records.js';
 
 function globToRegex(pattern: string): RegExp {
   const escaped = pattern
@@ -84,20 +63,58 @@ export async function getCors(ctx: ServiceContext, orgId: string, bucketName: st
   return { rules: row.cors, ...(warnings.length ? { warnings } : {}) };
 }
 
+/**
+ * Replaces the rules of a bucket. They apply at once: on this replica from the next
+ * request on, on the others when the NOTIFY sent with the change reaches them.
+ */
 export async function putCors(
   ctx: ServiceContext,
   orgId: string,
   bucketName: string,
   rules: CorsRule[],
 ) {
-  const bucket = await findBucket(ctx.db, orgId, bucketName);
-  await ctx.db
-    .updateTable('buckets')
-    .set({ cors: JSON.stringify(rules) })
-    .where('id', '=', bucket.id)
-    .execute();
+  const bucket = await ctx.db.transaction().execute(async (tx) => {
+    const bucket = await findBucket(tx, orgId, bucketName);
+    await tx
+      .updateTable('buckets')
+      .set({ cors: JSON.stringify(rules) })
+      .where('id', '=', bucket.id)
+      .execute();
+    await announceCorsChanged(tx, ctx, bucket.name);
+    return bucket;
+  });
+  // Dropped again now that the rules committed: a request that read the old ones between
+  // the announcement and the commit must not keep them until the NOTIFY comes back.
+  ctx.bucketCaches.corsRules.drop(bucket.name);
   const warnings = corsWarnings(rules);
   return { rules, ...(warnings.length ? { warnings } : {}) };
+}
+
+/**
+ * Tells every replica that the rules of the bucket named `bucketName` changed: a NOTIFY in
+ * the caller's transaction, heard by every replica when it commits, and this replica's
+ * cache dropped at once.
+ */
+export async function announceCorsChanged(
+  ex: Executor,
+  ctx: ServiceContext,
+  bucketName: string,
+): Promise<void> {
+  await sql`SELECT pg_notify(${INVALIDATION_CHANNEL}, ${`${CORS_KIND}:${bucketName}`})`.execute(ex);
+  ctx.bucketCaches.corsRules.drop(bucketName);
+}
+
+/** The rules of the bucket named `bucketName` (`[]` when none, or no such bucket), cached. */
+export async function corsRulesOf(ctx: ServiceContext, bucketName: string): Promise<CorsRule[]> {
+  const rules = await ctx.bucketCaches.corsRules.get(bucketName, async () => {
+    const row = await ctx.db
+      .selectFrom('buckets')
+      .select('cors')
+      .where('name', '=', bucketName)
+      .executeTakeFirst();
+    return row?.cors ?? [];
+  });
+  return rules ?? [];
 }
 
 export interface CorsMatch {

@@ -1,6 +1,8 @@
 /**
- * Failures of object operations, named by their S3 error codes: the S3 gateway renders
- * them as S3 XML errors, the JSON routes map them onto the catalogue.
+ * Failures of object operations, named by their S3 error codes. Each transport has one
+ * mapping: the S3 gateway renders them as S3 XML errors with this status
+ * (http/s3/errors.ts), the JSON routes answer with a catalogue code
+ * (http/plugins/object-errors.ts).
  */
 export const s3ErrorStatus = {
   AccessDenied: 403,

@@ -176,6 +176,7 @@ export async function putObject(
 }
 
 // The lookup every GET and HEAD makes, compiled once per executor instead of per request.
+// Harmless at module level: an immutable function of its executor, which keys it weakly.
 const headQueries = new WeakMap<Executor, CompiledQuery<ObjectRow>>();
 
 function headQuery(ex: Executor): CompiledQuery<ObjectRow> {

@@ -5,13 +5,15 @@
  */
 import { randomInt } from 'node:crypto';
 import { sql } from 'kysely';
-import { z } from 'zod';
 import { INVALIDATION_CHANNEL } from '../authenticator.js';
 import { notFound } from '../../errors/api-error.js';
 import { randomBase62 } from '../../crypto/tokens.js';
 import type { Executor } from '../../store/db.js';
 import type { ServiceContext } from '../context.js';
-import { findBucket } from './buckets.js';
+import { S3_KEY_KIND, type S3KeyGrant } from './caches.js';
+import { findBucket } from './records.js';
+
+export type { S3KeyGrant } from './caches.js';
 
 const ID_ALPHABET = 'ABCDEFGHIJKLMNOPQRSTUVWXYZ234567';
 
@@ -21,16 +23,6 @@ export interface MintedS3Key {
   accessKeyId: string;
   secretAccessKey: string;
   createdAt: Date;
-}
-
-export interface S3KeyGrant {
-  accessKeyId: string;
-  orgId: string;
-  bucketId: string;
-  bucketName: string;
-  /** The organization is suspended: its keys are refused (AccessDenied). */
-  suspended: boolean;
-  secret: string;
 }
 
 function newAccessKeyId(): string {
@@ -120,8 +112,8 @@ export async function presignKeyOf(ctx: ServiceContext, bucketId: string): Promi
 
 /**
  * Revokes a key in the caller's transaction. The invalidation NOTIFY is sent in the same
- * transaction, so every replica (this one included) drops the key when the revocation
- * commits, and not before.
+ * transaction, so every other replica drops the key when the revocation commits; this one
+ * drops it at once (announceS3KeyRevoked).
  */
 export async function revokeS3Key(
   ex: Executor,
@@ -137,35 +129,28 @@ export async function revokeS3Key(
 }
 
 /**
- * This process's gateways, told of a revocation at once: the NOTIFY reaches them too, but
- * only after a round trip through PostgreSQL, and a client that revokes a key and then uses
- * it must be refused.
+ * Tells every replica that a key no longer works: a NOTIFY in the caller's transaction,
+ * heard by every replica when it commits, and this replica's cache dropped at once (the
+ * NOTIFY reaches it too, but after a round trip through PostgreSQL, and a client that
+ * revokes a key and then uses it must be refused).
  */
-const localRevocation = new WeakMap<ServiceContext, Set<(accessKeyId: string) => void>>();
-
-export function onS3KeyRevoked(ctx: ServiceContext, fn: (accessKeyId: string) => void): void {
-  let set = localRevocation.get(ctx);
-  if (!set) localRevocation.set(ctx, (set = new Set()));
-  set.add(fn);
-}
-
 export async function announceS3KeyRevoked(
   ex: Executor,
   ctx: ServiceContext,
   accessKeyId: string,
 ): Promise<void> {
-  await sql`SELECT pg_notify(${INVALIDATION_CHANNEL}, ${`s3key:${accessKeyId}`})`.execute(ex);
+  await sql`SELECT pg_notify(${INVALIDATION_CHANNEL}, ${`${S3_KEY_KIND}:${accessKeyId}`})`.execute(
+    ex,
+  );
   // Inside a transaction this runs before the commit; a request that caches the key again
   // meanwhile is corrected by the NOTIFY, which is delivered with the commit.
-  for (const fn of localRevocation.get(ctx) ?? []) fn(accessKeyId);
+  ctx.bucketCaches.grants.drop(accessKeyId);
 }
 
-export const s3KeySchema = z.object({
-  accessKeyId: z.string(),
-  bucket: z.string(),
-  purpose: z.enum(['presign', 'attachment', 'person']),
-  createdAt: z.string(),
-});
+/** The live key with this id as the gateway checks it, from this process's cache when fresh. */
+export function grantOf(ctx: ServiceContext, accessKeyId: string): Promise<S3KeyGrant | undefined> {
+  return ctx.bucketCaches.grants.get(accessKeyId, () => findS3Key(ctx, accessKeyId));
+}
 
 /** S3 credentials for a person's tools (aws, s3cmd, SDKs): the secret is in this answer only. */
 export async function createPersonKey(ctx: ServiceContext, orgId: string, bucketName: string) {

@@ -52,8 +52,7 @@ export async function pickArchive(
     ...(row.source_volume ? { sourceVolume: row.source_volume } : {}),
   };
   if (!asOf) return { id: row.id, ref };
-  const env = await ctx.dbHost.env();
-  const range = await ctx.dbHost.engine(source.kind).archiveRange(env, ref);
+  const range = await ctx.databases.archiveRange(source.kind, ref);
   if (!range.oldest || asOf < range.oldest) {
     const since = range.oldest
       ? `its oldest moment is ${range.oldest.toISOString()}`

@@ -4,19 +4,13 @@
  * secret cannot be changed through the secrets routes; detach (or deleting either side)
  * removes it.
  */
-import { z } from 'zod';
+import type { DatabaseAttachment } from '../../contracts/databases.js';
 import { ApiError } from '../../errors/api-error.js';
-import { findApp } from '../apps.js';
+import type { Tx } from '../../store/db.js';
+import { findApp } from '../apps/records.js';
 import { insertManagedSecret } from '../secrets.js';
 import { connectionUrl, findDatabase, passwordOf, secretKeyOf } from './records.js';
 import type { DatabaseContext } from './work.js';
-
-export const databaseAttachmentSchema = z.object({
-  appName: z.string(),
-  databaseName: z.string(),
-  injected: z.array(z.string()),
-});
-export type DatabaseAttachment = z.infer<typeof databaseAttachmentSchema>;
 
 export async function attachDatabase(
   ctx: DatabaseContext,
@@ -90,4 +84,23 @@ export async function detachDatabase(
       .execute();
     return { appName, databaseName, injected: [row.secret_name] };
   });
+}
+
+/** Removes every database attachment of an app and its managed secrets (app teardown). */
+export async function detachAppDatabases(tx: Tx, appId: string): Promise<void> {
+  const rows = await tx
+    .deleteFrom('database_attachments')
+    .where('app_id', '=', appId)
+    .returning('secret_name')
+    .execute();
+  if (rows.length === 0) return;
+  await tx
+    .deleteFrom('secrets')
+    .where('app_id', '=', appId)
+    .where(
+      'name',
+      'in',
+      rows.map((r) => r.secret_name),
+    )
+    .execute();
 }

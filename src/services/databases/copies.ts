@@ -19,7 +19,12 @@ import {
   type DatabaseRow,
   type InstanceRow,
 } from './records.js';
-import type { BranchBody, DatabaseRecord, ForkBody, RestoreBody } from './schemas.js';
+import type {
+  BranchBody,
+  DatabaseRecord,
+  ForkBody,
+  RestoreBody,
+} from '../../contracts/databases.js';
 import type { DatabaseContext } from './work.js';
 
 /** What the copy job needs, fixed at request time. */
@@ -81,7 +86,7 @@ async function insertCopy(
       org_id: source.org_id,
       name: c.name,
       kind: source.kind,
-      host: ctx.dbHost.id,
+      host: ctx.databases.hostId,
       port: ids.port,
       memory_mb: source.memory_mb,
       size_gb: source.size_gb,
@@ -141,11 +146,11 @@ async function withNewCopy<T>(
       id,
       instanceId: newId('dbi'),
       port,
-      internalPort: await ctx.dbHost.internalPort(),
+      internalPort: await ctx.databases.internalPort(),
     };
     return await ctx.db.transaction().execute((tx) => inTx(tx, ids));
   } catch (err) {
-    await ctx.dbHost.forget(id);
+    await ctx.databases.forget(id);
     throw err;
   }
 }
@@ -293,7 +298,7 @@ export async function restoreDatabase(
       next: {
         id: nextId,
         volume: volumeFor(locked.kind, nextId),
-        internalPort: await ctx.dbHost.internalPort(),
+        internalPort: await ctx.databases.internalPort(),
         archiveId: locked.archive_id ? newId('arc') : null,
       },
     };

@@ -41,15 +41,13 @@ export async function makeCopy(
 ): Promise<void> {
   const row = await databaseById(ctx.db, p.databaseId);
   if (!row || row.state !== 'restoring') return;
-  const env = await ctx.dbHost.env();
-  const engine = ctx.dbHost.engine(row.kind);
   const target = await primarySpec(ctx, row);
   const source = await databaseById(ctx.db, p.sourceId);
   if (p.copyKind === 'branch') {
     if (!source)
       throw new PermanentCopyError('the source database was deleted before the branch was made');
     const from = await primarySpec(ctx, source);
-    await ctx.dbHost.withAwake(source.id, () => engine.branch(env, from, target));
+    await ctx.databases.branch(source.id, row.kind, from, target);
   } else {
     const archive = await ctx.db
       .selectFrom('database_archives')
@@ -65,17 +63,17 @@ export async function makeCopy(
     // Without asOf the fork is of the moment it runs; the archive needs a base before it.
     const asOf = await step('as-of', async () => {
       if (p.asOf) return p.asOf;
-      const range = await engine.archiveRange(env, ref);
+      const range = await ctx.databases.archiveRange(row.kind, ref);
       if (!range.oldest && from && source) {
-        await ctx.dbHost.withAwake(source.id, () => engine.baseBackup(env, from));
+        await ctx.databases.baseBackup(source.id, row.kind, from);
       }
       return new Date().toISOString();
     });
     // A commit after the moment must reach the archive, or recovery has no place to stop.
     if (from && source && archive.covers_until === null) {
-      await ctx.dbHost.withAwake(source.id, () => engine.flushArchive(env, from));
+      await ctx.databases.flushArchive(source.id, row.kind, from);
     }
-    await engine.restore(env, ref, new Date(asOf), target);
+    await ctx.databases.restore(row.kind, ref, new Date(asOf), target);
     await ctx.db
       .updateTable('databases')
       .set({ source_as_of: new Date(asOf) })

@@ -18,7 +18,7 @@ import {
   type DatabaseRow,
   type InstanceRow,
 } from './records.js';
-import type { CreateResourceBody, DatabaseRecord } from './schemas.js';
+import type { CreateResourceBody, DatabaseRecord } from '../../contracts/databases.js';
 import { engineFailure, serveDatabase, type DatabaseContext } from './work.js';
 import { removeDatabaseNow } from './remove.js';
 
@@ -50,8 +50,7 @@ export const POOL_RESERVE_BYTES = 256 * 1024 ** 2;
  * not a reservation), so the pool is full when its free space falls below a reserve.
  */
 export async function assertPoolRoom(ctx: DatabaseContext): Promise<void> {
-  const { pool } = await ctx.dbHost.env();
-  const usage = await pool.usage();
+  const usage = await ctx.databases.capacity();
   if (usage.freeBytes < POOL_RESERVE_BYTES) {
     const mb = (n: number) => `${Math.floor(n / 1024 ** 2)} MB`;
     throw new ApiError(
@@ -64,7 +63,7 @@ export async function assertPoolRoom(ctx: DatabaseContext): Promise<void> {
 /** Opens a front for a new database, or answers 503 no-capacity when no port is left. */
 export async function reserveFront(ctx: DatabaseContext, id: string, kind: DatabaseRow['kind']) {
   await assertPoolRoom(ctx);
-  const port = await ctx.dbHost.openFront(id, kind);
+  const port = await ctx.databases.openFront(id, kind);
   if (port === undefined) {
     throw new ApiError(
       'no-capacity',
@@ -89,7 +88,7 @@ export async function createDatabase(
   let row: DatabaseRow;
   let instances: InstanceRow[];
   try {
-    const internalPort = await ctx.dbHost.internalPort();
+    const internalPort = await ctx.databases.internalPort();
     const sealed = ctx.box.seal(password, `database:${id}`);
     const archiveId = persistent ? newId('arc') : null;
     ({ row, instances } = await ctx.db.transaction().execute(async (tx) => {
@@ -101,7 +100,7 @@ export async function createDatabase(
           org_id: orgId,
           name: body.name,
           kind: body.kind,
-          host: ctx.dbHost.id,
+          host: ctx.databases.hostId,
           port,
           memory_mb: body.memoryMb ?? DEFAULT_MEMORY_MB,
           size_gb: body.sizeGb ?? DEFAULT_SIZE_GB,
@@ -145,7 +144,7 @@ export async function createDatabase(
       return { row, instances: [primary] };
     }));
   } catch (err) {
-    await ctx.dbHost.forget(id);
+    await ctx.databases.forget(id);
     throw err;
   }
 
@@ -175,12 +174,10 @@ export async function finishCreate(
   instances: InstanceRow[],
   locale: string | null | undefined,
 ): Promise<DatabaseRow> {
-  const env = await ctx.dbHost.env();
-  const engine = ctx.dbHost.engine(row.kind);
   const primaryRow = instances.find((i) => i.role === 'primary');
   if (!primaryRow) throw new Error(`database ${row.id} has no primary instance`);
   const primary = await instanceSpec(ctx.db, ctx.box, row, primaryRow);
-  await engine.provision(env, primary, locale ? { locale } : {});
+  await ctx.databases.create(row.kind, primary, locale ? { locale } : {});
   if (row.durability === 'host-redundant') {
     let standbyRow = instances.find((i) => i.role === 'standby');
     if (!standbyRow) {
@@ -190,11 +187,11 @@ export async function finishCreate(
         databaseId: row.id,
         role: 'standby',
         volume: volumeFor(row.kind, standbyId),
-        internalPort: await ctx.dbHost.internalPort(),
+        internalPort: await ctx.databases.internalPort(),
       });
     }
     const standby = await instanceSpec(ctx.db, ctx.box, row, standbyRow);
-    await ctx.dbHost.postgres().createStandby(env, primary, standby);
+    await ctx.databases.createStandby(row.id, row.kind, primary, standby);
   }
   // Served first, then marked ready: whoever sees `ready` can connect at once.
   await serveDatabase(ctx, row);

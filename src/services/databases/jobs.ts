@@ -107,12 +107,9 @@ export function databaseJobs(get: () => DatabaseContext) {
         const primary = (await instancesOf(ctx.db, row.id)).find((i) => i.role === 'primary');
         if (!primary) return;
         const spec = await instanceSpec(ctx.db, ctx.box, row, primary);
-        const env = await ctx.dbHost.env();
         const archiveId = row.archive_id;
         try {
-          await ctx.dbHost.withAwake(row.id, () =>
-            ctx.dbHost.engine(row.kind).baseBackup(env, spec),
-          );
+          await ctx.databases.baseBackup(row.id, row.kind, spec);
         } finally {
           // Deleted meanwhile: its delete may have removed the archive before this backup
           // wrote into it again, so it is removed once more here.
@@ -156,16 +153,12 @@ export function databaseJobs(get: () => DatabaseContext) {
             databaseId: row.id,
             role: 'standby',
             volume: volumeFor(row.kind, id),
-            internalPort: await ctx.dbHost.internalPort(),
+            internalPort: await ctx.databases.internalPort(),
           });
         }
-        const env = await ctx.dbHost.env();
         const primarySpec = await instanceSpec(ctx.db, ctx.box, row, primary);
         const standbySpec = await instanceSpec(ctx.db, ctx.box, row, standby);
-        await ctx.dbHost.withAwake(row.id, () =>
-          ctx.dbHost.postgres().createStandby(env, primarySpec, standbySpec),
-        );
-        await ctx.dbHost.addStandby(row.id, standbySpec);
+        await ctx.databases.createStandby(row.id, row.kind, primarySpec, standbySpec);
       },
     }),
   ];

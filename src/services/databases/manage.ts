@@ -12,7 +12,7 @@ import {
   passwordOf,
   toRecord,
 } from './records.js';
-import type { DatabaseRecord, UpdateResourceBody } from './schemas.js';
+import type { DatabaseRecord, UpdateResourceBody } from '../../contracts/databases.js';
 import type { DatabaseContext } from './work.js';
 
 export async function listDatabases(
@@ -80,7 +80,7 @@ export async function updateDatabase(
       .returningAll()
       .executeTakeFirstOrThrow();
   });
-  if (body.suspendPolicy) ctx.dbHost.setPolicy(row.id, row.suspend_policy);
+  if (body.suspendPolicy) await ctx.databases.setPolicy(row.id, row.suspend_policy);
   return toRecord(row, await instancesOf(ctx.db, row.id));
 }
 

@@ -13,7 +13,7 @@ import type {
   DatabasesTable,
   SuspendPolicyRow,
 } from '../../store/schema.js';
-import type { DatabaseRecord } from './schemas.js';
+import type { DatabaseRecord } from '../../contracts/databases.js';
 
 export type DatabaseRow = Selectable<DatabasesTable>;
 export type InstanceRow = Selectable<DatabaseInstancesTable>;

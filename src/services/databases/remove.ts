@@ -74,7 +74,7 @@ export async function destroyDatabaseRuntime(
   ctx: DatabaseContext,
   p: DestroyPayload,
 ): Promise<void> {
-  await ctx.dbHost.forget(p.databaseId);
+  await ctx.databases.forget(p.databaseId);
   await destroyInstances(ctx, p.instances);
   for (const id of p.archives) await destroyArchiveIfUnused(ctx, id);
 }

@@ -116,8 +116,6 @@ export async function runRestoreJob(
     return;
   }
   if (row.state !== 'restoring') return;
-  const env = await ctx.dbHost.env();
-  const engine = ctx.dbHost.engine(row.kind);
   try {
     // The state before the restore is kept first; without it nothing is overwritten.
     await job.step('preserve', async () => {
@@ -128,11 +126,11 @@ export async function runRestoreJob(
     await job.step('flush', async () => {
       if (!current || current.id === p.next.id) return;
       const spec = await instanceSpec(ctx.db, ctx.box, row, current);
-      await ctx.dbHost.withAwake(row.id, () => engine.flushArchive(env, spec));
+      await ctx.databases.flushArchive(row.id, row.kind, spec);
     });
     await job.step('restore', async () => {
-      await engine.restore(
-        env,
+      await ctx.databases.restore(
+        row.kind,
         await archiveRef(ctx, p.archiveId),
         new Date(p.asOf),
         nextSpec(ctx, row, p),

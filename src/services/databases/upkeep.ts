@@ -16,24 +16,18 @@ export async function takeBackDatabases(ctx: DatabaseContext): Promise<void> {
   const rows = await ctx.db
     .selectFrom('databases')
     .selectAll()
-    .where('host', '=', ctx.dbHost.id)
+    .where('host', '=', ctx.databases.hostId)
     .execute();
-  if (rows.length === 0) return;
-  const env = await ctx.dbHost.env();
   for (const row of rows) {
     try {
-      await ctx.dbHost.openFront(row.id, row.kind, row.port);
+      await ctx.databases.openFront(row.id, row.kind, row.port);
       if (row.state !== 'ready') continue;
-      let power = row.power;
+      const specs = [];
       for (const inst of await instancesOf(ctx.db, row.id)) {
-        const engine = ctx.dbHost.engine(row.kind);
-        const spec = await instanceSpec(ctx.db, ctx.box, row, inst);
-        if ((await engine.pid(env, spec)) === undefined && row.power !== 'stopped') {
-          // The host restarted under it: start it again, awake.
-          await engine.start(env, spec);
-          power = 'running';
-        }
+        specs.push(await instanceSpec(ctx.db, ctx.box, row, inst));
       }
+      // Servers that died while pier was down are started again, awake.
+      const power = await ctx.databases.takeBack(row.id, row.kind, specs, row.power);
       await serveDatabase(ctx, { ...row, power });
       ctx.log.info({ id: row.id, name: row.name, power }, 'database taken back');
     } catch (err) {
@@ -47,7 +41,7 @@ export async function expireDatabases(ctx: DatabaseContext): Promise<number> {
   const due = await ctx.db
     .selectFrom('databases')
     .select(['org_id', 'name'])
-    .where('host', '=', ctx.dbHost.id)
+    .where('host', '=', ctx.databases.hostId)
     .where('expires_at', '<=', ctx.clock())
     .execute();
   for (const d of due) {
@@ -61,7 +55,7 @@ export async function expireDatabases(ctx: DatabaseContext): Promise<number> {
 /** Databases left `restoring` with no job that could still finish them. */
 async function orphanedRestorations(ctx: DatabaseContext): Promise<DatabaseRow[]> {
   const rows = await sql<DatabaseRow>`SELECT d.* FROM databases d
-    WHERE d.state = 'restoring' AND d.host = ${ctx.dbHost.id}
+    WHERE d.state = 'restoring' AND d.host = ${ctx.databases.hostId}
       AND NOT EXISTS (SELECT 1 FROM jobs j
         WHERE j.state IN ('queued', 'running') AND j.kind LIKE 'databases.%'
           AND (j.payload->>'databaseId' = d.id

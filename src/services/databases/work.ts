@@ -5,25 +5,17 @@
  */
 import { sql } from 'kysely';
 import { ApiError } from '../../errors/api-error.js';
-import { EngineError, type InstanceSpec } from '../../engines/engine.js';
+import { EngineError } from '../../engines/engine.js';
+import type { InstanceRef } from '../../engines/runtime.js';
 import type { Executor } from '../../store/db.js';
 import type { ServiceContext } from '../context.js';
 import { instanceSpec, instancesOf, type DatabaseRow } from './records.js';
 
-/** The services of databases: the store and friends, and `dbHost`, which runs servers. */
+/** The services of databases: the store and friends, and `databases`, which runs servers. */
 export type DatabaseContext = ServiceContext;
 
 /** Instance as it is written into job payloads: enough to destroy it without its row. */
-export interface InstanceRef {
-  id: string;
-  volume: string;
-  kind: 'postgres' | 'redis';
-}
-
-/** A minimal spec for destroying an instance whose row may be gone. */
-export function specForDestroy(ref: InstanceRef): InstanceSpec {
-  return { id: ref.id, volume: ref.volume, internalPort: 0, memoryMb: 0, sizeGb: 1, password: '' };
-}
+export type { InstanceRef };
 
 /** The row of a database by id, if it still exists. */
 export async function databaseById(ex: Executor, id: string): Promise<DatabaseRow | undefined> {
@@ -36,8 +28,8 @@ export async function serveDatabase(ctx: DatabaseContext, row: DatabaseRow): Pro
   const primary = instances.find((i) => i.role === 'primary');
   if (!primary) throw new Error(`database ${row.id} has no primary instance`);
   const standby = instances.find((i) => i.role === 'standby');
-  await ctx.dbHost.openFront(row.id, row.kind, row.port);
-  await ctx.dbHost.serve(row.id, {
+  await ctx.databases.openFront(row.id, row.kind, row.port);
+  await ctx.databases.serve(row.id, {
     primary: await instanceSpec(ctx.db, ctx.box, row, primary),
     ...(standby ? { standby: await instanceSpec(ctx.db, ctx.box, row, standby) } : {}),
     power: row.power,
@@ -48,12 +40,7 @@ export async function serveDatabase(ctx: DatabaseContext, row: DatabaseRow): Pro
 
 /** Stops and removes instances: their servers, volumes and cgroups. */
 export async function destroyInstances(ctx: DatabaseContext, refs: InstanceRef[]): Promise<void> {
-  const env = await ctx.dbHost.env();
-  for (const ref of refs) {
-    await ctx.dbHost.thaw(ref.id);
-    await ctx.dbHost.engine(ref.kind).destroy(env, specForDestroy(ref));
-    await ctx.dbHost.dropCgroup(ref.id);
-  }
+  await ctx.databases.destroy(refs);
 }
 
 /**
@@ -73,8 +60,7 @@ export async function destroyArchiveIfUnused(
     .where('id', '=', archiveId)
     .executeTakeFirst();
   if (!row) {
-    if (kind)
-      await ctx.dbHost.engine(kind).destroyArchive(await ctx.dbHost.env(), { id: archiveId });
+    if (kind) await ctx.databases.destroyArchive(kind, archiveId);
     return true;
   }
   if (row.database_id !== null) return false;
@@ -82,8 +68,7 @@ export async function destroyArchiveIfUnused(
     WHERE kind IN ('databases.copy', 'databases.restore') AND state IN ('queued', 'running')
       AND payload->>'archiveId' = ${archiveId}`.execute(ctx.db);
   if ((readers.rows[0]?.n ?? 0) > 0) return false;
-  const env = await ctx.dbHost.env();
-  await ctx.dbHost.engine(row.kind).destroyArchive(env, { id: archiveId });
+  await ctx.databases.destroyArchive(row.kind, archiveId);
   await ctx.db.deleteFrom('database_archives').where('id', '=', archiveId).execute();
   return true;
 }

@@ -12,7 +12,7 @@
  */
 import { sql } from 'kysely';
 import type { Selectable } from 'kysely';
-import { z } from 'zod';
+import type { Checkpoint, CreateCheckpointBody, RestoreAnswer } from '../../contracts/machines.js';
 import { newId } from '../../crypto/tokens.js';
 import { ApiError } from '../../errors/api-error.js';
 import { MachineStartError } from '../../runtime/runtime.js';
@@ -23,56 +23,13 @@ import { runtimeOf, setState } from './lifecycle.js';
 import { specOf } from './machines.js';
 import { meterRunning } from './metering.js';
 import { everyInterval } from '../ticker.js';
-import {
-  configOf,
-  findMachine,
-  machineSchema,
-  machinesQuery,
-  toMachine,
-  type MachineRow,
-} from './records.js';
+import { configOf, findMachine, machinesQuery, toMachine, type MachineRow } from './records.js';
 import { TRANSITIONAL, type MachineState } from './states.js';
 
 type CheckpointRow = Selectable<MachineCheckpointsTable>;
 
 /** Automatic checkpoints kept per machine; older ones are deleted. */
 export const AUTO_KEEP = 3;
-
-export const checkpointLabel = z
-  .string()
-  .min(1)
-  .max(63)
-  .regex(
-    /^[a-z0-9][a-z0-9.-]*$/,
-    'lowercase letters, digits, dots and dashes, starting with a letter or digit',
-  );
-
-export const createCheckpointBody = z
-  .strictObject({
-    label: checkpointLabel.optional(),
-    memory: z.boolean().optional(),
-  })
-  .nullish();
-export type CreateCheckpointBody = z.infer<typeof createCheckpointBody>;
-
-export const restoreCheckpointBody = z
-  .strictObject({ keepCurrent: z.boolean().optional() })
-  .nullish();
-
-export const checkpointSchema = z.object({
-  label: z.string(),
-  machineId: z.string(),
-  createdAt: z.string(),
-  auto: z.boolean(),
-  memory: z.boolean(),
-  sizeMb: z.number().optional(),
-});
-export type Checkpoint = z.infer<typeof checkpointSchema>;
-
-export const restoreAnswerSchema = machineSchema.extend({
-  restoredFrom: z.string(),
-  savedAs: z.string().optional(),
-});
 
 const MIB = 1024 * 1024;
 
@@ -88,12 +45,7 @@ export function toCheckpoint(r: CheckpointRow): Checkpoint {
 }
 
 /** Checkpoints made in this process and not yet ready (never swept as crash leftovers). */
-const inFlight = new WeakMap<ServiceContext, Set<string>>();
-function inFlightOf(ctx: ServiceContext): Set<string> {
-  let set = inFlight.get(ctx);
-  if (!set) inFlight.set(ctx, (set = new Set()));
-  return set;
-}
+const inFlightOf = (ctx: ServiceContext): Set<string> => ctx.memory.checkpointsInFlight;
 
 /** The machine, unless it was destroyed (then 404 as for a missing one). */
 async function liveMachine(ctx: ServiceContext, orgId: string, id: string): Promise<MachineRow> {
@@ -301,7 +253,7 @@ export async function restoreCheckpoint(
   id: string,
   label: string,
   opts: { keepCurrent: boolean },
-): Promise<z.infer<typeof restoreAnswerSchema>> {
+): Promise<RestoreAnswer> {
   const row = await liveMachine(ctx, orgId, id);
   const ck = await readyCheckpoint(ctx, row.id, label);
   const runtime = runtimeOf(ctx);

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { toIssues } from '../../http/plugins/validation.js';
-import { machineConfigSchema, withDefaults } from './config-schema.js';
+import { machineConfigSchema } from '../../contracts/machines.js';
+import { withDefaults } from './config-schema.js';
 
 function issuesOf(input: unknown) {
   const r = machineConfigSchema.safeParse(input, { reportInput: true });

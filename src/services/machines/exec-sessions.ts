@@ -67,12 +67,7 @@ export interface AdmittedSession {
 }
 
 /** Live sessions of this process, by id: what a restart of pier loses. */
-const live = new WeakMap<ServiceContext, Map<string, GuestSession>>();
-function liveOf(ctx: ServiceContext): Map<string, GuestSession> {
-  let map = live.get(ctx);
-  if (!map) live.set(ctx, (map = new Map()));
-  return map;
-}
+const liveOf = (ctx: ServiceContext): Map<string, GuestSession> => ctx.memory.execSessions;
 
 export async function admitExecSession(
   ctx: ServiceContext,

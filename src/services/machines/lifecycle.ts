@@ -12,7 +12,8 @@ import { specOf } from './machines.js';
 import { machineChanged } from './state-events.js';
 import { releaseVolumeLease, takeVolumeLease } from './volume-lease.js';
 import { meterRunning } from './metering.js';
-import { configOf, findMachine, toMachine, type Machine, type MachineRow } from './records.js';
+import type { Machine } from '../../contracts/machines.js';
+import { configOf, findMachine, toMachine, type MachineRow } from './records.js';
 import { TARGET, VIA, judge, type MachineAction, type MachineState } from './states.js';
 
 /** The runtime of this host, or a 503 when machines cannot run here. */

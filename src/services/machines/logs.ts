@@ -5,7 +5,7 @@
  * each machine's log left off even as machines come and go.
  */
 import { ApiError, badRequest } from '../../errors/api-error.js';
-import { findApp } from '../apps.js';
+import { findApp } from '../apps/records.js';
 import type { ServiceContext } from '../context.js';
 import { runtimeOf } from './lifecycle.js';
 import { machinesQuery } from './records.js';

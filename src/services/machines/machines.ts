@@ -7,20 +7,20 @@ import { newId } from '../../crypto/tokens.js';
 import { ApiError } from '../../errors/api-error.js';
 import { enqueue } from '../../jobs/queue.js';
 import type { MachineSpec } from '../../runtime/runtime.js';
-import { findApp } from '../apps.js';
+import { findApp } from '../apps/records.js';
 import type { ServiceContext } from '../context.js';
 import { nameAvailability } from '../names.js';
 import { revealSecrets } from '../secrets.js';
 import { attachVolume } from '../volumes/attachments.js';
 import { createVolume } from '../volumes/volumes.js';
-import { withDefaults, type MachineConfig, type MachineConfigInput } from './config-schema.js';
+import type { Machine, MachineConfig, MachineConfigInput } from '../../contracts/machines.js';
+import { withDefaults } from './config-schema.js';
 import {
   configOf,
   findMachine,
   liveMachineIds,
   machinesQuery,
   toMachine,
-  type Machine,
   type MachineRow,
 } from './records.js';
 import { nextChange } from './state-events.js';

@@ -3,47 +3,18 @@
  * organization's machine answers exactly like a missing one).
  */
 import type { Selectable } from 'kysely';
-import { z } from 'zod';
+import type { Machine, MachineConfig } from '../../contracts/machines.js';
 import { ApiError } from '../../errors/api-error.js';
 import type { Executor } from '../../store/db.js';
 import type { MachinesTable } from '../../store/schema.js';
-import type { MachineConfig } from './config-schema.js';
-import { MACHINE_STATES } from './states.js';
 
 export type MachineRow = Selectable<MachinesTable> & { app_name: string };
-
-const state = z.enum(MACHINE_STATES);
-
-export const machineSchema = z.object({
-  id: z.string(),
-  appName: z.string(),
-  config: z.record(z.string(), z.unknown()),
-  desiredState: state,
-  observedState: state,
-  host: z.string().optional(),
-  privateIp: z.string().optional(),
-  region: z.string(),
-  readyAt: z.string().optional(),
-  checkpointAt: z.string().optional(),
-  liveness: z.enum(['listening', 'not-listening', 'no-signal']).optional(),
-  livenessReason: z.string().optional(),
-  livenessSince: z.string().optional(),
-  livenessAt: z.string().optional(),
-  createError: z.string().optional(),
-  createErrorCode: z.string().optional(),
-  createBootLog: z.string().optional(),
-  createWarning: z.string().optional(),
-  createdAt: z.string(),
-  bootMs: z.number().optional(),
-  restarts: z.number(),
-});
-export type Machine = z.infer<typeof machineSchema>;
 
 export function toMachine(r: MachineRow): Machine {
   return {
     id: r.id,
     appName: r.app_name,
-    config: r.config,
+    config: configOf(r),
     desiredState: r.desired_state as Machine['desiredState'],
     observedState: r.observed_state as Machine['observedState'],
     host: r.host,

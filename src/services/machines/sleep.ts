@@ -16,24 +16,16 @@ import { configOf, machinesQuery } from './records.js';
 import { everyInterval } from '../ticker.js';
 
 /** When each machine last served a proxied request (ms), shared by the proxy and the ticker. */
-export const machineActivity = new WeakMap<ServiceContext, Map<string, number>>();
-
 export function activityOf(ctx: ServiceContext): Map<string, number> {
-  let map = machineActivity.get(ctx);
-  if (!map) machineActivity.set(ctx, (map = new Map()));
-  return map;
+  return ctx.memory.machineRequests;
 }
 
 /** A machine using more than this share of one CPU since the last tick is not idle. */
 export const BUSY_CPU_SHARE = 0.05;
 
-/** CPU time seen of each machine at the last tick, to tell the share used since. */
-const cpuSeen = new WeakMap<ServiceContext, Map<string, { cpuMs: number; at: number }>>();
-
 /** Whether the machine used more than BUSY_CPU_SHARE of a CPU since the previous tick. */
 async function busyOnCpu(ctx: ServiceContext, id: string, now: number): Promise<boolean> {
-  let seen = cpuSeen.get(ctx);
-  if (!seen) cpuSeen.set(ctx, (seen = new Map()));
+  const seen = ctx.memory.machineCpuSeen;
   const cpuMs = await runtimeOf(ctx).cpuTime(id);
   const before = seen.get(id);
   if (cpuMs === undefined) {

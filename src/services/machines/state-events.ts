@@ -6,16 +6,12 @@
 import { EventEmitter } from 'node:events';
 import type { ServiceContext } from '../context.js';
 
-const emitters = new WeakMap<ServiceContext, EventEmitter>();
-
-function emitterOf(ctx: ServiceContext): EventEmitter {
-  let e = emitters.get(ctx);
-  if (!e) {
-    emitters.set(ctx, (e = new EventEmitter()));
-    e.setMaxListeners(0); // one per waiting request
-  }
-  return e;
+/** The emitter of `ctx.memory.machineChanges`: one listener per waiting request, no cap. */
+export function newMachineChanges(): EventEmitter {
+  return new EventEmitter().setMaxListeners(0);
 }
+
+const emitterOf = (ctx: ServiceContext): EventEmitter => ctx.memory.machineChanges;
 
 /** Says that machine `id`'s row changed. */
 export function machineChanged(ctx: ServiceContext, id: string): void {

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { MACHINE_STATES, judge } from './states.js';
+import { MACHINE_STATES } from '../../contracts/machines.js';
+import { judge } from './states.js';
 
 describe('judge', () => {
   it('treats an action that is already done as a no-op', () => {

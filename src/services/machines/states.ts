@@ -4,21 +4,9 @@
  * manner of Fly.io's machines: an action on a machine already where it leads is a no-op,
  * an action while another is under way is 409 `machine-busy`, and destroy always wins.
  */
-export const MACHINE_STATES = [
-  'requested',
-  'scheduled',
-  'starting',
-  'running',
-  'suspending',
-  'suspended',
-  'stopping',
-  'stopped',
-  'deleted',
-  'failed',
-] as const;
-export type MachineState = (typeof MACHINE_STATES)[number];
+import type { MachineAction, MachineState } from '../../contracts/machines.js';
 
-export type MachineAction = 'start' | 'stop' | 'suspend' | 'destroy';
+export type { MachineAction, MachineState };
 
 /** States in which an operation is under way. */
 export const TRANSITIONAL: ReadonlySet<MachineState> = new Set([

@@ -3,19 +3,12 @@
  * attachment): the app's machine mounts it at `mountPath`. A volume held by a running
  * machine cannot be detached; stop the machine first.
  */
-import { z } from 'zod';
+import type { VolumeAttachment } from '../../contracts/volumes.js';
 import { ApiError, notFound } from '../../errors/api-error.js';
 import type { Executor } from '../../store/db.js';
-import { findApp } from '../apps.js';
+import { findApp } from '../apps/records.js';
 import type { ServiceContext } from '../context.js';
 import { findVolume, type VolumeRow } from './volumes.js';
-
-export const volumeAttachmentSchema = z.object({
-  appName: z.string(),
-  volumeName: z.string(),
-  mountPath: z.string(),
-});
-export type VolumeAttachment = z.infer<typeof volumeAttachmentSchema>;
 
 async function volumeByName(ex: Executor, orgId: string, name: string): Promise<VolumeRow> {
   const row = await ex

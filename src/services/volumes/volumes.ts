@@ -5,7 +5,7 @@
  * answers 201 with a volume that exists or leaves nothing.
  */
 import type { Selectable } from 'kysely';
-import { z } from 'zod';
+import type { CreateVolumeBody, UpdateVolumeBody, Volume } from '../../contracts/volumes.js';
 import { newId } from '../../crypto/tokens.js';
 import { ApiError, notFound } from '../../errors/api-error.js';
 import { enqueue } from '../../jobs/queue.js';
@@ -13,54 +13,9 @@ import { PoolError } from '../../storage/pool/pool.js';
 import type { Executor } from '../../store/db.js';
 import type { VolumesTable } from '../../store/schema.js';
 import type { ServiceContext } from '../context.js';
-import { claimName, releaseName, resourceNameSchema } from '../names.js';
+import { claimName, releaseName } from '../names.js';
 
 const GiB = 1024 ** 3;
-
-/** An absolute path inside the machine, not the root and not under the kernel's trees. */
-export const mountPathSchema = z
-  .string()
-  .min(2)
-  .max(255)
-  .regex(/^\/[A-Za-z0-9._\-/]*$/, 'must be an absolute path of letters, digits, . _ - and /')
-  .refine((p) => !p.split('/').includes('..'), 'must not contain ..')
-  .refine(
-    (p) => !/^\/(proc|sys|dev)(\/|$)/.test(p) && p.replace(/\/+$/, '') !== '',
-    'must not be /, /proc, /sys or /dev',
-  );
-
-export const createVolumeBody = z.strictObject({
-  name: resourceNameSchema,
-  sizeGb: z.number().int().min(1).max(500).optional(),
-  mountPath: mountPathSchema.optional(),
-  class: z.enum(['standard', 'durable']).optional(),
-  flushIntervalS: z.number().int().min(15).max(86_400).optional(),
-});
-export type CreateVolumeBody = z.infer<typeof createVolumeBody>;
-
-export const updateVolumeBody = z.strictObject({
-  sizeGb: z.number().int().min(1).max(500).optional(),
-  flushIntervalS: z.number().int().min(15).max(86_400).optional(),
-});
-
-export const volumeSchema = z.object({
-  id: z.string(),
-  name: z.string(),
-  orgId: z.string(),
-  sizeGb: z.number(),
-  mountPath: z.string(),
-  class: z.enum(['standard', 'durable']),
-  flushIntervalS: z.number(),
-  machineId: z.string().optional(),
-  appName: z.string().optional(),
-  leaseHost: z.string().optional(),
-  leaseGen: z.number(),
-  durableGen: z.number(),
-  durableAt: z.string().optional(),
-  walDurableAt: z.string().optional(),
-  createdAt: z.string(),
-});
-export type Volume = z.infer<typeof volumeSchema>;
 
 export type VolumeRow = Selectable<VolumesTable> & { app_name?: string | null };
 
@@ -167,7 +122,7 @@ export async function updateVolume(
   ctx: ServiceContext,
   orgId: string,
   id: string,
-  body: z.infer<typeof updateVolumeBody>,
+  body: UpdateVolumeBody,
 ): Promise<Volume> {
   const current = await findVolume(ctx.db, orgId, id);
   if (body.sizeGb !== undefined && body.sizeGb !== current.size_gb) {

@@ -4,8 +4,7 @@
  * (`sslmode=verify-full`, `rediss://` with a CA file).
  */
 import type { FastifyInstance } from 'fastify';
-import { readFile } from 'node:fs/promises';
-import type { AppDeps } from '../../app.js';
+import type { AppDeps } from '../../deps.js';
 
 export function caRoutes(root: FastifyInstance, deps: AppDeps): void {
   const ctx = deps.ctx;
@@ -16,8 +15,7 @@ export function caRoutes(root: FastifyInstance, deps: AppDeps): void {
       summary: "The platform CA certificate (PEM) that signs databases' TLS certificates",
     },
     handler: async (_req, reply) => {
-      const env = await ctx.dbHost.env();
-      return reply.type('application/x-pem-file').send(await readFile(env.tls.caFile, 'utf8'));
+      return reply.type('application/x-pem-file').send(await ctx.databases.caCertificate());
     },
   });
 }

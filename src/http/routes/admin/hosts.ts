@@ -1,8 +1,9 @@
 /** GET /admin/v1/hosts (CONTRACT 2): hosts with their capacity and what runs on them. */
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
+import { hostListSchema } from '../../../contracts/orgs.js';
 import { listHosts } from '../../../services/hosts.js';
-import type { AppDeps } from '../../app.js';
+import type { AppDeps } from '../../deps.js';
 
 export function hostRoutes(root: FastifyInstance, { ctx, pool }: AppDeps): void {
   const app = root.withTypeProvider<ZodTypeProvider>();
@@ -11,6 +12,7 @@ export function hostRoutes(root: FastifyInstance, { ctx, pool }: AppDeps): void 
     schema: {
       tags: ['operator'],
       summary: 'Hosts, their storage pool and capacity, and what runs on them',
+      response: { 200: hostListSchema },
     },
     handler: async () => listHosts(ctx, pool),
   });

@@ -1,27 +1,27 @@
 /** The operator API (CONTRACT 2): organizations, people, grants, suspension, limits. */
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
-import { z } from 'zod';
-import { grantBody, grantCredit } from '../../../services/billing.js';
-import { keyRecordSchema } from '../../../services/keys.js';
-import { ledgerEntrySchema } from '../../../services/ledger.js';
+import { grantBody, ledgerEntrySchema } from '../../../contracts/billing.js';
+import {
+  createOrgBody,
+  createUserBody,
+  createdOrgSchema,
+  createdUserSchema,
+  limitsBody,
+  orgIdParams as idParams,
+  orgListSchema,
+  orgSchema,
+} from '../../../contracts/orgs.js';
+import { grantCredit } from '../../../services/billing.js';
 import {
   createOrg,
-  createOrgBody,
   createUser,
-  createUserBody,
   getOrg,
-  limitsBody,
   listOrgs,
-  orgSchema,
   setLimits,
   setSuspended,
-  userSchema,
 } from '../../../services/orgs.js';
-import type { AppDeps } from '../../app.js';
-
-const idParams = z.object({ id: z.string().max(64) });
-const withToken = { token: z.string(), key: keyRecordSchema.extend({ token: z.string() }) };
+import type { AppDeps } from '../../deps.js';
 
 export function adminRoutes(root: FastifyInstance, { ctx }: AppDeps): void {
   const app = root.withTypeProvider<ZodTypeProvider>();
@@ -33,7 +33,7 @@ export function adminRoutes(root: FastifyInstance, { ctx }: AppDeps): void {
       tags: ['operator'],
       summary: 'Create an organization with its first admin and a full-access key',
       body: createOrgBody,
-      response: { 201: z.object({ org: orgSchema, user: userSchema, ...withToken }) },
+      response: { 201: createdOrgSchema },
     },
     handler: async (req, reply) => reply.code(201).send(await createOrg(ctx, req.body)),
   });
@@ -43,7 +43,7 @@ export function adminRoutes(root: FastifyInstance, { ctx }: AppDeps): void {
     schema: {
       tags: ['operator'],
       summary: 'Every organization',
-      response: { 200: z.array(orgSchema) },
+      response: { 200: orgListSchema },
     },
     handler: async () => listOrgs(ctx.db),
   });
@@ -66,7 +66,7 @@ export function adminRoutes(root: FastifyInstance, { ctx }: AppDeps): void {
       summary: 'Add a person to an organization',
       params: idParams,
       body: createUserBody,
-      response: { 201: z.object({ user: userSchema, ...withToken }) },
+      response: { 201: createdUserSchema },
     },
     handler: async (req, reply) =>
       reply.code(201).send(await createUser(ctx, req.params.id, req.body)),

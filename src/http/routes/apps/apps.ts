@@ -1,14 +1,17 @@
 /** Apps (CONTRACT 3): create, list, read, delete. */
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
-import { z } from 'zod';
-import { appSchema, createApp, createAppBody, getApp, listApps } from '../../../services/apps.js';
-import type { AppDeps } from '../../app.js';
+import {
+  appListSchema,
+  appParams as nameParams,
+  appSchema,
+  createAppBody,
+} from '../../../contracts/apps.js';
+import { createApp, getApp, listApps } from '../../../services/apps/apps.js';
+import type { AppDeps } from '../../deps.js';
 import { principalOf } from '../../plugins/auth.js';
-import { deleteAppAndMachines } from '../../../services/machines/app-teardown.js';
+import { deleteApp } from '../../../services/apps/teardown.js';
 import { appFromBodyField, appFromParams, auth } from '../../route-auth.js';
-
-const nameParams = z.object({ name: z.string().max(63) });
 
 export function appRoutes(root: FastifyInstance, { ctx }: AppDeps): void {
   const app = root.withTypeProvider<ZodTypeProvider>();
@@ -28,7 +31,7 @@ export function appRoutes(root: FastifyInstance, { ctx }: AppDeps): void {
 
   app.get('/v1/apps', {
     config: { auth: auth.R('AA') },
-    schema: { tags: ['apps'], summary: 'List apps', response: { 200: z.array(appSchema) } },
+    schema: { tags: ['apps'], summary: 'List apps', response: { 200: appListSchema } },
     handler: async (req) => listApps(ctx, principalOf(req).orgId),
   });
 
@@ -51,7 +54,7 @@ export function appRoutes(root: FastifyInstance, { ctx }: AppDeps): void {
       params: nameParams,
     },
     handler: async (req, reply) => {
-      await deleteAppAndMachines(ctx, principalOf(req).orgId, req.params.name);
+      await deleteApp(ctx, principalOf(req).orgId, req.params.name);
       return reply.code(204).send();
     },
   });

@@ -1,34 +1,23 @@
 /** Attach and detach (CONTRACT 3): buckets, databases and volumes. */
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
-import { z } from 'zod';
+import {
+  appParams as nameParams,
+  attachBody,
+  attachmentAnswerSchema,
+  detachBody,
+} from '../../../contracts/apps.js';
+import { bucketAttachmentListSchema } from '../../../contracts/buckets.js';
 import {
   attachBucket,
-  attachPrefixSchema,
-  attachmentSchema,
   detachBucket,
   listBucketAttachments,
 } from '../../../services/buckets/attachments.js';
-import {
-  attachDatabase,
-  databaseAttachmentSchema,
-  detachDatabase,
-} from '../../../services/databases/attachments.js';
-import {
-  attachVolume,
-  detachVolume,
-  volumeAttachmentSchema,
-} from '../../../services/volumes/attachments.js';
-import type { AppDeps } from '../../app.js';
+import { attachDatabase, detachDatabase } from '../../../services/databases/attachments.js';
+import { attachVolume, detachVolume } from '../../../services/volumes/attachments.js';
+import type { AppDeps } from '../../deps.js';
 import { principalOf } from '../../plugins/auth.js';
 import { appFromParams, auth } from '../../route-auth.js';
-
-const nameParams = z.object({ name: z.string().max(63) });
-const target = z.union([
-  z.strictObject({ bucket: z.string().min(1).max(63), as: attachPrefixSchema.optional() }),
-  z.strictObject({ database: z.string().min(1).max(63) }),
-  z.strictObject({ volume: z.string().min(1).max(63) }),
-]);
 
 export function attachRoutes(root: FastifyInstance, { ctx }: AppDeps): void {
   const app = root.withTypeProvider<ZodTypeProvider>();
@@ -39,10 +28,8 @@ export function attachRoutes(root: FastifyInstance, { ctx }: AppDeps): void {
       tags: ['apps'],
       summary: 'Attach a bucket (with `as`), a database or a volume',
       params: nameParams,
-      body: target,
-      response: {
-        200: z.union([attachmentSchema, databaseAttachmentSchema, volumeAttachmentSchema]),
-      },
+      body: attachBody,
+      response: { 200: attachmentAnswerSchema },
     },
     handler: async (req) => {
       const orgId = principalOf(req).orgId;
@@ -60,14 +47,8 @@ export function attachRoutes(root: FastifyInstance, { ctx }: AppDeps): void {
       tags: ['apps'],
       summary: 'Detach a bucket, a database or a volume; its managed secrets are removed',
       params: nameParams,
-      body: z.union([
-        z.strictObject({ bucket: z.string().min(1).max(63) }),
-        z.strictObject({ database: z.string().min(1).max(63) }),
-        z.strictObject({ volume: z.string().min(1).max(63) }),
-      ]),
-      response: {
-        200: z.union([attachmentSchema, databaseAttachmentSchema, volumeAttachmentSchema]),
-      },
+      body: detachBody,
+      response: { 200: attachmentAnswerSchema },
     },
     handler: async (req) => {
       const orgId = principalOf(req).orgId;
@@ -83,7 +64,7 @@ export function attachRoutes(root: FastifyInstance, { ctx }: AppDeps): void {
     schema: {
       tags: ['buckets'],
       summary: 'Every bucket attachment of the organization',
-      response: { 200: z.array(attachmentSchema) },
+      response: { 200: bucketAttachmentListSchema },
     },
     handler: async (req) => listBucketAttachments(ctx.db, principalOf(req).orgId),
   });

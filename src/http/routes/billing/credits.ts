@@ -1,11 +1,16 @@
 /** Billing reads (spec 4.7): the credit account, its ledger, and metered usage. */
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
-import { z } from 'zod';
-import { creditAccountSchema, getCreditAccount, ledgerOf } from '../../../services/billing.js';
-import { ledgerEntrySchema } from '../../../services/ledger.js';
-import { listUsage, usageListSchema, usageQuery } from '../../../services/usage.js';
-import type { AppDeps } from '../../app.js';
+import {
+  creditAccountSchema,
+  ledgerPageSchema,
+  ledgerQuery,
+  usageListSchema,
+  usageQuery,
+} from '../../../contracts/billing.js';
+import { getCreditAccount, ledgerOf } from '../../../services/billing.js';
+import { listUsage } from '../../../services/usage.js';
+import type { AppDeps } from '../../deps.js';
 import { principalOf } from '../../plugins/auth.js';
 import { auth } from '../../route-auth.js';
 
@@ -27,15 +32,8 @@ export function billingRoutes(root: FastifyInstance, { ctx }: AppDeps): void {
     schema: {
       tags: ['billing'],
       summary: 'Ledger entries, newest first',
-      querystring: z.strictObject({ limit: z.coerce.number().int().min(1).max(500).default(50) }),
-      response: {
-        200: z.object({
-          orgId: z.string(),
-          currency: z.literal('EUR'),
-          limit: z.number(),
-          entries: z.array(ledgerEntrySchema),
-        }),
-      },
+      querystring: ledgerQuery,
+      response: { 200: ledgerPageSchema },
     },
     handler: async (req) => ledgerOf(ctx, principalOf(req).orgId, req.query.limit),
   });

@@ -1,22 +1,27 @@
 /** Buckets (spec 4.5): create, list, read, name availability, delete. */
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
-import { z } from 'zod';
+import {
+  bucketListSchema,
+  bucketNameAvailabilitySchema,
+  bucketNameParams,
+  bucketParams,
+  bucketSchema,
+  createBucketBody,
+  deleteBucketQuery,
+  deletedBucketSchema,
+} from '../../../contracts/buckets.js';
 import {
   bucketNameAvailability,
-  bucketSchema,
   createBucket,
-  createBucketBody,
   deleteBucket,
   findBucket,
   listBuckets,
   toBucket,
 } from '../../../services/buckets/buckets.js';
-import type { AppDeps } from '../../app.js';
+import type { AppDeps } from '../../deps.js';
 import { principalOf } from '../../plugins/auth.js';
 import { auth } from '../../route-auth.js';
-
-export const bucketParams = z.object({ name: z.string().min(1).max(63) });
 
 export function bucketRoutes(root: FastifyInstance, { ctx }: AppDeps): void {
   const app = root.withTypeProvider<ZodTypeProvider>();
@@ -38,7 +43,7 @@ export function bucketRoutes(root: FastifyInstance, { ctx }: AppDeps): void {
     schema: {
       tags: ['buckets'],
       summary: 'List buckets',
-      response: { 200: z.array(bucketSchema) },
+      response: { 200: bucketListSchema },
     },
     handler: async (req) => listBuckets(ctx, principalOf(req).orgId),
   });
@@ -49,14 +54,8 @@ export function bucketRoutes(root: FastifyInstance, { ctx }: AppDeps): void {
       tags: ['buckets'],
       summary: 'Whether a bucket name can be had',
       // Any name can be asked about: one no bucket can have answers reason 'invalid'.
-      params: z.object({ name: z.string().min(1).max(1024) }),
-      response: {
-        200: z.object({
-          name: z.string(),
-          available: z.boolean(),
-          reason: z.enum(['taken', 'taken-by-you', 'reserved', 'invalid']).optional(),
-        }),
-      },
+      params: bucketNameParams,
+      response: { 200: bucketNameAvailabilitySchema },
     },
     handler: async (req) => bucketNameAvailability(ctx, principalOf(req).orgId, req.params.name),
   });
@@ -82,14 +81,8 @@ export function bucketRoutes(root: FastifyInstance, { ctx }: AppDeps): void {
         'Without force, a bucket with objects (409 bucket-not-empty) or attachments (409 bucket-attached) ' +
         'is refused. With force=true, its objects are deleted and every app is detached.',
       params: bucketParams,
-      querystring: z.strictObject({ force: z.enum(['true', 'false', '1', '0']).optional() }),
-      response: {
-        200: z.object({
-          destroyed: z.boolean(),
-          deletedObjects: z.number(),
-          detached: z.array(z.string()),
-        }),
-      },
+      querystring: deleteBucketQuery,
+      response: { 200: deletedBucketSchema },
     },
     handler: async (req) => {
       const force = req.query.force === 'true' || req.query.force === '1';

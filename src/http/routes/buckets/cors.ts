@@ -1,11 +1,11 @@
 /** CORS rules of a bucket (spec 4.5). */
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
-import { corsSchema, getCors, putCors, putCorsBody } from '../../../services/buckets/cors.js';
-import type { AppDeps } from '../../app.js';
+import { bucketParams, corsSchema, putCorsBody } from '../../../contracts/buckets.js';
+import { getCors, putCors } from '../../../services/buckets/cors.js';
+import type { AppDeps } from '../../deps.js';
 import { principalOf } from '../../plugins/auth.js';
 import { auth } from '../../route-auth.js';
-import { bucketParams } from './buckets.js';
 
 export function bucketCorsRoutes(root: FastifyInstance, { ctx }: AppDeps): void {
   const app = root.withTypeProvider<ZodTypeProvider>();

@@ -4,17 +4,20 @@
  */
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
-import { z } from 'zod';
+import {
+  bucketParams,
+  createdS3KeySchema,
+  s3KeyListSchema,
+  s3KeyParams,
+} from '../../../contracts/buckets.js';
 import {
   createPersonKey,
   deletePersonKey,
   listBucketKeys,
-  s3KeySchema,
 } from '../../../services/buckets/s3-keys.js';
-import type { AppDeps } from '../../app.js';
+import type { AppDeps } from '../../deps.js';
 import { principalOf } from '../../plugins/auth.js';
 import { auth } from '../../route-auth.js';
-import { bucketParams } from './buckets.js';
 
 export function bucketCredentialRoutes(root: FastifyInstance, { ctx }: AppDeps): void {
   const app = root.withTypeProvider<ZodTypeProvider>();
@@ -25,14 +28,7 @@ export function bucketCredentialRoutes(root: FastifyInstance, { ctx }: AppDeps):
       tags: ['buckets'],
       summary: 'Mint S3 credentials for this bucket (secret shown once)',
       params: bucketParams,
-      response: {
-        201: s3KeySchema.extend({
-          secretAccessKey: z.string(),
-          endpoint: z.string(),
-          region: z.string(),
-          forcePathStyle: z.boolean(),
-        }),
-      },
+      response: { 201: createdS3KeySchema },
     },
     handler: async (req, reply) =>
       reply.code(201).send(await createPersonKey(ctx, principalOf(req).orgId, req.params.name)),
@@ -44,7 +40,7 @@ export function bucketCredentialRoutes(root: FastifyInstance, { ctx }: AppDeps):
       tags: ['buckets'],
       summary: 'S3 credentials of the bucket (never secrets)',
       params: bucketParams,
-      response: { 200: z.array(s3KeySchema) },
+      response: { 200: s3KeyListSchema },
     },
     handler: async (req) => listBucketKeys(ctx, principalOf(req).orgId, req.params.name),
   });
@@ -54,7 +50,7 @@ export function bucketCredentialRoutes(root: FastifyInstance, { ctx }: AppDeps):
     schema: {
       tags: ['buckets'],
       summary: 'Revoke S3 credentials',
-      params: bucketParams.extend({ accessKeyId: z.string().max(64) }),
+      params: s3KeyParams,
     },
     handler: async (req, reply) => {
       await deletePersonKey(ctx, principalOf(req).orgId, req.params.name, req.params.accessKeyId);

@@ -1,15 +1,22 @@
 /** Objects through the JSON API (spec 4.5): listing, deletion, presigned URLs. */
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
-import { z } from 'zod';
+import {
+  bucketParams,
+  deleteObjectsQuery,
+  deletedObjectsSchema,
+  objectListQuery,
+  objectPageSchema,
+  presignBody,
+  presignedSchema,
+} from '../../../contracts/buckets.js';
 import { ApiError } from '../../../errors/api-error.js';
 import { findBucket } from '../../../services/buckets/buckets.js';
 import { deleteObjects, listObjects } from '../../../services/buckets/objects.js';
-import { presign, presignBody, presignedSchema } from '../../../services/buckets/presign.js';
-import type { AppDeps } from '../../app.js';
+import { presign } from '../../../services/buckets/presign.js';
+import type { AppDeps } from '../../deps.js';
 import { principalOf } from '../../plugins/auth.js';
 import { auth } from '../../route-auth.js';
-import { bucketParams } from './buckets.js';
 
 function encodeCursor(key: string): string {
   return Buffer.from(key, 'utf8').toString('base64url');
@@ -24,11 +31,6 @@ function decodeCursor(cursor: string): string {
   }
   return key;
 }
-
-const keys = z.union([
-  z.string().min(1).max(1024),
-  z.array(z.string().min(1).max(1024)).min(1).max(1000),
-]);
 
 export function bucketObjectRoutes(root: FastifyInstance, { ctx }: AppDeps): void {
   const app = root.withTypeProvider<ZodTypeProvider>();
@@ -51,20 +53,8 @@ export function bucketObjectRoutes(root: FastifyInstance, { ctx }: AppDeps): voi
       tags: ['buckets'],
       summary: 'One page of objects in key order',
       params: bucketParams,
-      querystring: z.strictObject({
-        limit: z.coerce.number().int().min(1).max(1000).default(100),
-        prefix: z.string().max(1024).optional(),
-        cursor: z.string().min(1).max(2048).optional(),
-      }),
-      response: {
-        200: z.object({
-          bucket: z.string(),
-          objects: z.array(
-            z.object({ key: z.string(), sizeBytes: z.number(), lastModified: z.string() }),
-          ),
-          nextCursor: z.string().optional(),
-        }),
-      },
+      querystring: objectListQuery,
+      response: { 200: objectPageSchema },
     },
     handler: async (req) => {
       const bucket = await findBucket(ctx.db, principalOf(req).orgId, req.params.name);
@@ -91,8 +81,8 @@ export function bucketObjectRoutes(root: FastifyInstance, { ctx }: AppDeps): voi
       tags: ['buckets'],
       summary: 'Delete objects by key (repeat `key` for several)',
       params: bucketParams,
-      querystring: z.strictObject({ key: keys }),
-      response: { 200: z.object({ bucket: z.string(), deleted: z.array(z.string()) }) },
+      querystring: deleteObjectsQuery,
+      response: { 200: deletedObjectsSchema },
     },
     handler: async (req) => {
       const bucket = await findBucket(ctx.db, principalOf(req).orgId, req.params.name);

@@ -1,10 +1,10 @@
 /** Console sign-in (CONTRACT 4): email and password give a short-lived console key. */
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
-import { z } from 'zod';
-import { signIn, signInBody } from '../../../services/console-sign-in.js';
+import { signInAnswerSchema, signInBody } from '../../../contracts/console.js';
+import { signIn } from '../../../services/console-sign-in.js';
 import { LOGIN_LIMIT } from '../../../services/rate-limit.js';
-import type { AppDeps } from '../../app.js';
+import type { AppDeps } from '../../deps.js';
 
 export function consoleRoutes(root: FastifyInstance, { ctx, rateLimiter }: AppDeps): void {
   const app = root.withTypeProvider<ZodTypeProvider>();
@@ -15,7 +15,7 @@ export function consoleRoutes(root: FastifyInstance, { ctx, rateLimiter }: AppDe
       summary: 'Sign in to the console',
       security: [],
       body: signInBody,
-      response: { 200: z.object({ token: z.string(), expiresAt: z.string() }) },
+      response: { 200: signInAnswerSchema },
     },
     handler: async (req) => {
       rateLimiter.hit(`sign-in:${req.ip}`, LOGIN_LIMIT.limit, LOGIN_LIMIT.windowMs);

@@ -5,7 +5,19 @@
  */
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
-import { z } from 'zod';
+import {
+  branchBody,
+  copyUrlSchema,
+  createResourceBody,
+  createdDatabaseSchema,
+  databaseListSchema,
+  databaseParams as params,
+  databaseSchema,
+  forkBody,
+  restoreBody,
+  restoringDatabaseSchema,
+  updateResourceBody,
+} from '../../../contracts/databases.js';
 import {
   branchDatabase,
   forkDatabase,
@@ -19,20 +31,10 @@ import {
   updateDatabase,
 } from '../../../services/databases/manage.js';
 import { removeDatabaseNow } from '../../../services/databases/remove.js';
-import {
-  branchBody,
-  createResourceBody,
-  createdDatabaseSchema,
-  databaseSchema,
-  forkBody,
-  restoreBody,
-  updateResourceBody,
-} from '../../../services/databases/schemas.js';
-import type { AppDeps } from '../../app.js';
+import type { AppDeps } from '../../deps.js';
 import { principalOf } from '../../plugins/auth.js';
 import { auth } from '../../route-auth.js';
 
-const params = z.object({ name: z.string().min(1).max(63) });
 const tags = ['databases'];
 
 export function databaseRoutes(root: FastifyInstance, deps: AppDeps): void {
@@ -53,7 +55,7 @@ export function databaseRoutes(root: FastifyInstance, deps: AppDeps): void {
 
   app.get('/v1/resources', {
     config: { auth: auth.R('AA') },
-    schema: { tags, summary: 'List databases', response: { 200: z.array(databaseSchema) } },
+    schema: { tags, summary: 'List databases', response: { 200: databaseListSchema } },
     handler: async (req) => listDatabases(ctx, principalOf(req).orgId),
   });
 
@@ -128,7 +130,7 @@ export function databaseRoutes(root: FastifyInstance, deps: AppDeps): void {
         'that keeps the state before the restore. The URL, port and password stay the same.',
       params,
       body: restoreBody,
-      response: { 202: databaseSchema.extend({ preservedUnderName: z.string() }) },
+      response: { 202: restoringDatabaseSchema },
     },
     handler: async (req, reply) =>
       reply
@@ -142,7 +144,7 @@ export function databaseRoutes(root: FastifyInstance, deps: AppDeps): void {
       tags,
       summary: "A copy's connection URL, handed out exactly once",
       params,
-      response: { 200: z.object({ name: z.string(), url: z.string() }) },
+      response: { 200: copyUrlSchema },
     },
     handler: async (req) => handOutCopyUrl(ctx, principalOf(req).orgId, req.params.name),
   });

@@ -1,19 +1,24 @@
 /** Device login (spec 4.1, 4.2): the two entrances without a key and the console's side. */
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
-import { z } from 'zod';
+import {
+  deviceApproveBody,
+  deviceApprovedSchema,
+  deviceCodeRequestBody,
+  deviceCodeSchema,
+  deviceLookupBody,
+  deviceLookupSchema,
+  deviceTokenBody,
+  deviceTokenSchema,
+} from '../../../contracts/device.js';
 import {
   approveDevice,
   createDeviceCode,
-  deviceApproveBody,
-  deviceCodeBody,
-  deviceLookupBody,
-  deviceTokenBody,
   lookupDevice,
   pollDeviceToken,
 } from '../../../services/device.js';
 import { LOGIN_LIMIT } from '../../../services/rate-limit.js';
-import type { AppDeps } from '../../app.js';
+import type { AppDeps } from '../../deps.js';
 import { principalOf } from '../../plugins/auth.js';
 import { auth } from '../../route-auth.js';
 
@@ -27,17 +32,8 @@ export function deviceRoutes(root: FastifyInstance, { ctx, rateLimiter }: AppDep
       summary: 'Start a device login (no key)',
       security: [],
       // A request without a body reaches validation as null: it asks with no client named.
-      body: deviceCodeBody.nullish(),
-      response: {
-        201: z.object({
-          deviceCode: z.string(),
-          userCode: z.string(),
-          verificationUri: z.string(),
-          verificationUriComplete: z.string(),
-          expiresIn: z.number(),
-          interval: z.number(),
-        }),
-      },
+      body: deviceCodeRequestBody,
+      response: { 201: deviceCodeSchema },
     },
     handler: async (req, reply) => {
       rateLimiter.hit(`device-code:${req.ip}`, LOGIN_LIMIT.limit, LOGIN_LIMIT.windowMs);
@@ -55,9 +51,7 @@ export function deviceRoutes(root: FastifyInstance, { ctx, rateLimiter }: AppDep
         'Declined: 403 access-denied. Expired: 410 expired-token. Used: 410 gone.',
       security: [],
       body: deviceTokenBody,
-      response: {
-        200: z.object({ token: z.string(), org: z.object({ id: z.string(), name: z.string() }) }),
-      },
+      response: { 200: deviceTokenSchema },
     },
     handler: async (req) => {
       rateLimiter.hit(`device-token:${req.ip}`, LOGIN_LIMIT.limit * 4, LOGIN_LIMIT.windowMs);
@@ -72,15 +66,7 @@ export function deviceRoutes(root: FastifyInstance, { ctx, rateLimiter }: AppDep
       tags: ['device'],
       summary: 'What a pending device login asks for',
       body: deviceLookupBody,
-      response: {
-        200: z.object({
-          client: z.string().nullable(),
-          version: z.string().nullable(),
-          requestedFrom: z.string(),
-          requestedAt: z.string(),
-          expiresAt: z.string(),
-        }),
-      },
+      response: { 200: deviceLookupSchema },
     },
     handler: async (req) => lookupDevice(ctx, req.body.userCode),
   });
@@ -91,7 +77,7 @@ export function deviceRoutes(root: FastifyInstance, { ctx, rateLimiter }: AppDep
       tags: ['device'],
       summary: 'Approve (or decline) a device login',
       body: deviceApproveBody,
-      response: { 200: z.object({ ok: z.boolean(), approved: z.boolean() }) },
+      response: { 200: deviceApprovedSchema },
     },
     handler: async (req) => {
       const p = principalOf(req);

@@ -5,24 +5,27 @@
  */
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
-import { z } from 'zod';
 import {
+  checkpointListQuery,
+  checkpointListSchema,
+  checkpointParams as labelParams,
   checkpointSchema,
-  createCheckpoint,
   createCheckpointBody,
+  machineIdParams as idParams,
+  restoreAnswerSchema,
+  restoreCheckpointBody,
+} from '../../../contracts/machines.js';
+import {
+  createCheckpoint,
   deleteCheckpoint,
   listCheckpoints,
-  restoreAnswerSchema,
   restoreCheckpoint,
-  restoreCheckpointBody,
 } from '../../../services/machines/checkpoints.js';
-import type { AppDeps } from '../../app.js';
+import type { AppDeps } from '../../deps.js';
 import { principalOf } from '../../plugins/auth.js';
 import { auth } from '../../route-auth.js';
 import { appOfMachine } from './machine-app.js';
 
-const idParams = z.object({ id: z.string().min(1).max(64) });
-const labelParams = idParams.extend({ label: z.string().min(1).max(63) });
 const tags = ['machines'];
 
 export function machineCheckpointRoutes(root: FastifyInstance, { ctx }: AppDeps): void {
@@ -50,8 +53,8 @@ export function machineCheckpointRoutes(root: FastifyInstance, { ctx }: AppDeps)
       tags,
       summary: "The machine's checkpoints, oldest first (auto=1 includes automatic ones)",
       params: idParams,
-      querystring: z.strictObject({ auto: z.enum(['0', '1', 'true', 'false']).optional() }),
-      response: { 200: z.array(checkpointSchema) },
+      querystring: checkpointListQuery,
+      response: { 200: checkpointListSchema },
     },
     handler: async (req) =>
       listCheckpoints(ctx, principalOf(req).orgId, req.params.id, {

@@ -12,7 +12,13 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import type { WebSocket } from 'ws';
-import { z } from 'zod';
+import {
+  execClientMessage as clientMessage,
+  execQuery,
+  execSessionListSchema,
+  execSessionsQuery,
+  machineIdParams as params,
+} from '../../../contracts/machines.js';
 import { ApiError } from '../../../errors/api-error.js';
 import {
   admitExecSession,
@@ -22,48 +28,12 @@ import {
   type AdmittedSession,
 } from '../../../services/machines/exec-sessions.js';
 import type { ServiceContext } from '../../../services/context.js';
-import type { AppDeps } from '../../app.js';
+import type { AppDeps } from '../../deps.js';
 import { principalOf } from '../../plugins/auth.js';
 import { auth } from '../../route-auth.js';
 import { appOfMachine } from './machine-app.js';
 
 const tags = ['machines'];
-const params = z.object({ id: z.string().min(1).max(64) });
-const bool = z.enum(['true', 'false', '1', '0']).transform((v) => v === 'true' || v === '1');
-
-const execQuery = z.strictObject({
-  /** The argv, one `cmd` per argument; absent: an interactive shell. */
-  cmd: z
-    .union([z.string().min(1).max(8192), z.array(z.string().min(1).max(8192)).min(1).max(256)])
-    .optional(),
-  tty: bool.optional(),
-  cols: z.coerce.number().int().min(1).max(1000).optional(),
-  rows: z.coerce.number().int().min(1).max(1000).optional(),
-});
-
-const sessionSchema = z.object({
-  id: z.string(),
-  machineId: z.string(),
-  command: z.array(z.string()).optional(),
-  tty: z.boolean(),
-  keyId: z.string(),
-  agent: z.boolean(),
-  startedAt: z.string(),
-  endedAt: z.string().optional(),
-  exitCode: z.number().optional(),
-  exitSignal: z.string().optional(),
-  endReason: z.string().optional(),
-});
-
-/** Control messages a client may send as text frames. */
-const clientMessage = z.discriminatedUnion('type', [
-  z.object({
-    type: z.literal('resize'),
-    cols: z.number().int().min(1).max(1000),
-    rows: z.number().int().min(1).max(1000),
-  }),
-  z.object({ type: z.literal('eof') }),
-]);
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -113,8 +83,8 @@ export function machineExecRoutes(root: FastifyInstance, { ctx, rateLimiter }: A
       tags,
       summary: 'Shell sessions open on the machine (all=true: the last 100 of any kind)',
       params,
-      querystring: z.strictObject({ all: bool.optional() }),
-      response: { 200: z.array(sessionSchema) },
+      querystring: execSessionsQuery,
+      response: { 200: execSessionListSchema },
     },
     handler: async (req) =>
       listExecSessions(ctx, principalOf(req).orgId, req.params.id, req.query.all ?? false),

@@ -5,7 +5,13 @@
  */
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
-import { z } from 'zod';
+import {
+  dirListingSchema,
+  filePathQuery,
+  fileWriteQuery,
+  fileWrittenSchema,
+  machineIdParams as params,
+} from '../../../contracts/machines.js';
 import { ApiError } from '../../../errors/api-error.js';
 import {
   FILE_CAP_BYTES,
@@ -13,25 +19,12 @@ import {
   readGuestFile,
   writeGuestFile,
 } from '../../../services/machines/files.js';
-import type { AppDeps } from '../../app.js';
+import type { AppDeps } from '../../deps.js';
 import { principalOf } from '../../plugins/auth.js';
 import { auth } from '../../route-auth.js';
 import { appOfMachine } from './machine-app.js';
 
 const tags = ['machines'];
-const params = z.object({ id: z.string().min(1).max(64) });
-const pathQuery = z.string().min(1).max(4096).startsWith('/', 'must be an absolute path');
-
-const entrySchema = z.object({
-  name: z.string(),
-  type: z.enum(['file', 'dir', 'symlink', 'other']),
-  size: z.number(),
-  mode: z.string(),
-  uid: z.number(),
-  gid: z.number(),
-  modifiedAt: z.string(),
-  target: z.string().optional(),
-});
 
 export function machineFileRoutes(root: FastifyInstance, { ctx }: AppDeps): void {
   const appOf = appOfMachine(ctx);
@@ -49,7 +42,7 @@ export function machineFileRoutes(root: FastifyInstance, { ctx }: AppDeps): void
         tags,
         summary: 'Raw bytes of one file of a running machine',
         params,
-        querystring: z.strictObject({ path: pathQuery }),
+        querystring: filePathQuery,
       },
       handler: async (req, reply) => {
         const { size, stream } = await readGuestFile(
@@ -68,14 +61,8 @@ export function machineFileRoutes(root: FastifyInstance, { ctx }: AppDeps): void
         tags,
         summary: 'Write one file of a running machine whole (the body is its bytes)',
         params,
-        querystring: z.strictObject({
-          path: pathQuery,
-          mode: z
-            .string()
-            .regex(/^0?[0-7]{3,4}$/, 'must be octal permission bits like 0644')
-            .optional(),
-        }),
-        response: { 200: z.object({ path: z.string(), size: z.number() }) },
+        querystring: fileWriteQuery,
+        response: { 200: fileWrittenSchema },
       },
       handler: async (req) => {
         const length = Number(req.headers['content-length']);
@@ -105,8 +92,8 @@ export function machineFileRoutes(root: FastifyInstance, { ctx }: AppDeps): void
         tags,
         summary: 'The entries of one directory of a running machine',
         params,
-        querystring: z.strictObject({ path: pathQuery }),
-        response: { 200: z.object({ path: z.string(), entries: z.array(entrySchema) }) },
+        querystring: filePathQuery,
+        response: { 200: dirListingSchema },
       },
       handler: async (req) =>
         listGuestDir(ctx, principalOf(req).orgId, req.params.id, req.query.path),

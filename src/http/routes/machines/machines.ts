@@ -5,9 +5,19 @@
  */
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
-import { z } from 'zod';
+import {
+  appLogsSchema,
+  createMachineQuery,
+  logsQuery,
+  machineActionParams,
+  machineAppParams as appParams,
+  machineConfigSchema,
+  machineIdParams as idParams,
+  machineListSchema,
+  machineSchema,
+  waitQuery,
+} from '../../../contracts/machines.js';
 import { ApiError } from '../../../errors/api-error.js';
-import { machineConfigSchema } from '../../../services/machines/config-schema.js';
 import { machineAction } from '../../../services/machines/lifecycle.js';
 import { appLogs } from '../../../services/machines/logs.js';
 import { machineScreenshot } from '../../../services/machines/screenshot.js';
@@ -17,15 +27,12 @@ import {
   listMachines,
   waitForState,
 } from '../../../services/machines/machines.js';
-import { machineSchema, toMachine } from '../../../services/machines/records.js';
-import { MACHINE_STATES } from '../../../services/machines/states.js';
-import type { AppDeps } from '../../app.js';
+import { toMachine } from '../../../services/machines/records.js';
+import type { AppDeps } from '../../deps.js';
 import { principalOf } from '../../plugins/auth.js';
 import { appFromParams, auth } from '../../route-auth.js';
 import { appOfMachine } from './machine-app.js';
 
-const appParams = z.object({ name: z.string().min(1).max(63) });
-const idParams = z.object({ id: z.string().min(1).max(64) });
 const tags = ['machines'];
 
 export function machineRoutes(root: FastifyInstance, { ctx }: AppDeps): void {
@@ -38,11 +45,7 @@ export function machineRoutes(root: FastifyInstance, { ctx }: AppDeps): void {
       tags,
       summary: 'Create a machine; waits for running unless wait=false (then 202)',
       params: appParams,
-      querystring: z.strictObject({
-        wait: z.enum(['true', 'false']).optional(),
-        /** Deploy-style: this machine of the app stops first and is destroyed once the new one runs. */
-        replace: z.string().min(1).max(64).optional(),
-      }),
+      querystring: createMachineQuery,
       body: machineConfigSchema,
       response: { 201: machineSchema, 202: machineSchema },
     },
@@ -65,7 +68,7 @@ export function machineRoutes(root: FastifyInstance, { ctx }: AppDeps): void {
       tags,
       summary: "An app's machines",
       params: appParams,
-      response: { 200: z.array(machineSchema) },
+      response: { 200: machineListSchema },
     },
     handler: async (req) => listMachines(ctx, principalOf(req).orgId, req.params.name),
   });
@@ -82,10 +85,7 @@ export function machineRoutes(root: FastifyInstance, { ctx }: AppDeps): void {
       tags,
       summary: 'Hold until the machine is in a state (default running), or 408 wait-timeout',
       params: idParams,
-      querystring: z.strictObject({
-        state: z.enum(MACHINE_STATES).optional(),
-        timeout: z.coerce.number().int().min(1).max(300).optional(),
-      }),
+      querystring: waitQuery,
       response: { 200: machineSchema },
     },
     handler: async (req) => {
@@ -107,7 +107,7 @@ export function machineRoutes(root: FastifyInstance, { ctx }: AppDeps): void {
     schema: {
       tags,
       summary: 'start, stop, suspend or destroy a machine',
-      params: idParams.extend({ action: z.enum(['start', 'stop', 'suspend', 'destroy']) }),
+      params: machineActionParams,
       response: { 200: machineSchema },
     },
     handler: async (req) =>
@@ -146,11 +146,8 @@ export function machineRoutes(root: FastifyInstance, { ctx }: AppDeps): void {
       tags,
       summary: "Console output of the app's machines, with a cursor to follow",
       params: appParams,
-      querystring: z.strictObject({
-        cursor: z.string().max(8192).optional(),
-        limit: z.coerce.number().int().min(1).max(1000).optional(),
-        machine: z.string().max(64).optional(),
-      }),
+      querystring: logsQuery,
+      response: { 200: appLogsSchema },
     },
     handler: async (req) =>
       appLogs(ctx, principalOf(req).orgId, req.params.name, {

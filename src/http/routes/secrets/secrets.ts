@@ -1,19 +1,17 @@
 /** Per-app secrets (spec 4.10): names and metadata out, values in, never back. */
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
-import { z } from 'zod';
 import {
-  deleteSecret,
-  listSecrets,
-  putSecrets,
+  putSecretsAnswerSchema,
   putSecretsBody,
-  secretSchema,
-} from '../../../services/secrets.js';
-import type { AppDeps } from '../../app.js';
+  secretAppParams as nameParams,
+  secretKeyParams,
+  secretListSchema,
+} from '../../../contracts/secrets.js';
+import { deleteSecret, listSecrets, putSecrets } from '../../../services/secrets.js';
+import type { AppDeps } from '../../deps.js';
 import { principalOf } from '../../plugins/auth.js';
 import { appFromParams, auth } from '../../route-auth.js';
-
-const nameParams = z.object({ name: z.string().max(63) });
 
 export function secretRoutes(root: FastifyInstance, { ctx }: AppDeps): void {
   const app = root.withTypeProvider<ZodTypeProvider>();
@@ -24,7 +22,7 @@ export function secretRoutes(root: FastifyInstance, { ctx }: AppDeps): void {
       tags: ['secrets'],
       summary: "An app's secrets (names and metadata, never values)",
       params: nameParams,
-      response: { 200: z.array(secretSchema) },
+      response: { 200: secretListSchema },
     },
     handler: async (req) => listSecrets(ctx, principalOf(req).orgId, req.params.name),
   });
@@ -36,15 +34,7 @@ export function secretRoutes(root: FastifyInstance, { ctx }: AppDeps): void {
       summary: 'Set secrets and build flags',
       params: nameParams,
       body: putSecretsBody,
-      response: {
-        200: z.object({
-          appName: z.string(),
-          staged: z.boolean(),
-          changed: z.array(z.string()),
-          restarted: z.array(z.string()),
-          secrets: z.array(secretSchema),
-        }),
-      },
+      response: { 200: putSecretsAnswerSchema },
     },
     handler: async (req) => putSecrets(ctx, principalOf(req).orgId, req.params.name, req.body),
   });
@@ -54,7 +44,7 @@ export function secretRoutes(root: FastifyInstance, { ctx }: AppDeps): void {
     schema: {
       tags: ['secrets'],
       summary: 'Remove a secret',
-      params: nameParams.extend({ key: z.string().max(256) }),
+      params: secretKeyParams,
     },
     handler: async (req, reply) => {
       await deleteSecret(ctx, principalOf(req).orgId, req.params.name, req.params.key);

@@ -1,25 +1,28 @@
 /** SSH public keys, SSH tokens and the gateway answer (spec 4.1). */
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
-import { z } from 'zod';
+import {
+  addSshKeyBody,
+  createSshTokenBody,
+  createdSshTokenSchema,
+  sshGatewaySchema,
+  sshIdParams as idParams,
+  sshKeyListSchema,
+  sshKeySchema,
+  sshTokenListSchema,
+} from '../../../contracts/ssh.js';
 import {
   addSshKey,
-  addSshKeyBody,
   createSshToken,
-  createSshTokenBody,
   deleteSshKey,
   deleteSshToken,
   gatewayAnswer,
   listSshKeys,
   listSshTokens,
-  sshKeySchema,
-  sshTokenSchema,
 } from '../../../services/ssh.js';
-import type { AppDeps } from '../../app.js';
+import type { AppDeps } from '../../deps.js';
 import { principalOf } from '../../plugins/auth.js';
 import { appFromBody, auth } from '../../route-auth.js';
-
-const idParams = z.object({ id: z.string().max(64) });
 
 export function sshRoutes(root: FastifyInstance, { ctx, sshGateway }: AppDeps): void {
   const app = root.withTypeProvider<ZodTypeProvider>();
@@ -29,22 +32,14 @@ export function sshRoutes(root: FastifyInstance, { ctx, sshGateway }: AppDeps): 
     schema: {
       tags: ['ssh'],
       summary: "The SSH gateway's address and host key",
-      response: {
-        200: z.object({
-          address: z.string(),
-          host: z.string(),
-          port: z.number(),
-          hostKey: z.string(),
-          hostKeyFingerprint: z.string(),
-        }),
-      },
+      response: { 200: sshGatewaySchema },
     },
     handler: async () => gatewayAnswer(sshGateway),
   });
 
   app.get('/v1/ssh-keys', {
     config: { auth: auth.F('AA') },
-    schema: { tags: ['ssh'], summary: 'SSH public keys', response: { 200: z.array(sshKeySchema) } },
+    schema: { tags: ['ssh'], summary: 'SSH public keys', response: { 200: sshKeyListSchema } },
     handler: async (req) => listSshKeys(ctx, principalOf(req).orgId),
   });
 
@@ -80,7 +75,7 @@ export function sshRoutes(root: FastifyInstance, { ctx, sshGateway }: AppDeps): 
     schema: {
       tags: ['ssh'],
       summary: 'SSH tokens (never their values)',
-      response: { 200: z.array(sshTokenSchema) },
+      response: { 200: sshTokenListSchema },
     },
     handler: async (req) => listSshTokens(ctx, principalOf(req).orgId),
   });
@@ -91,15 +86,7 @@ export function sshRoutes(root: FastifyInstance, { ctx, sshGateway }: AppDeps): 
       tags: ['ssh'],
       summary: 'Mint a short-lived SSH token for one app',
       body: createSshTokenBody,
-      response: {
-        201: sshTokenSchema.extend({
-          token: z.string(),
-          host: z.string(),
-          port: z.number(),
-          hostKey: z.string(),
-          command: z.string(),
-        }),
-      },
+      response: { 201: createdSshTokenSchema },
     },
     handler: async (req, reply) =>
       reply.code(201).send(await createSshToken(ctx, sshGateway, principalOf(req).orgId, req.body)),

@@ -1,15 +1,14 @@
 /** API keys (spec 4.1): create, list, revoke. */
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
-import { z } from 'zod';
 import {
   createKeyBody,
-  keyRecordSchema,
-  listKeys,
-  mintKey,
-  revokeKey,
-} from '../../../services/keys.js';
-import type { AppDeps } from '../../app.js';
+  createdKeySchema,
+  keyIdParams,
+  keyListSchema,
+} from '../../../contracts/tokens.js';
+import { listKeys, mintKey, revokeKey } from '../../../services/keys.js';
+import type { AppDeps } from '../../deps.js';
 import { principalOf } from '../../plugins/auth.js';
 import { auth } from '../../route-auth.js';
 
@@ -22,7 +21,7 @@ export function tokenRoutes(root: FastifyInstance, { ctx }: AppDeps): void {
       tags: ['tokens'],
       summary: 'Create an API key; its value is in this answer only',
       body: createKeyBody,
-      response: { 201: keyRecordSchema.extend({ token: z.string() }) },
+      response: { 201: createdKeySchema },
     },
     handler: async (req, reply) => {
       const { key, orgId } = principalOf(req);
@@ -43,7 +42,7 @@ export function tokenRoutes(root: FastifyInstance, { ctx }: AppDeps): void {
     schema: {
       tags: ['tokens'],
       summary: 'List API keys (never their values)',
-      response: { 200: z.array(keyRecordSchema) },
+      response: { 200: keyListSchema },
     },
     handler: async (req) => listKeys(ctx, principalOf(req).orgId),
   });
@@ -53,7 +52,7 @@ export function tokenRoutes(root: FastifyInstance, { ctx }: AppDeps): void {
     schema: {
       tags: ['tokens'],
       summary: 'Revoke an API key at once',
-      params: z.object({ id: z.string().max(64) }),
+      params: keyIdParams,
     },
     handler: async (req, reply) => {
       await revokeKey(ctx, principalOf(req).orgId, req.params.id);

@@ -1,22 +1,24 @@
 /** Volumes (spec 4.4): create, list, resize, delete, and detach from their app. */
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
-import { z } from 'zod';
+import {
+  createVolumeBody,
+  updateVolumeBody,
+  volumeIdParams as params,
+  volumeListSchema,
+  volumeSchema,
+} from '../../../contracts/volumes.js';
 import { detachVolume } from '../../../services/volumes/attachments.js';
 import {
   createVolume,
-  createVolumeBody,
   deleteVolume,
   listVolumes,
   updateVolume,
-  updateVolumeBody,
-  volumeSchema,
 } from '../../../services/volumes/volumes.js';
-import type { AppDeps } from '../../app.js';
+import type { AppDeps } from '../../deps.js';
 import { principalOf } from '../../plugins/auth.js';
 import { auth } from '../../route-auth.js';
 
-const params = z.object({ id: z.string().min(1).max(64) });
 const tags = ['volumes'];
 
 export function volumeRoutes(root: FastifyInstance, { ctx }: AppDeps): void {
@@ -36,7 +38,7 @@ export function volumeRoutes(root: FastifyInstance, { ctx }: AppDeps): void {
 
   app.get('/v1/volumes', {
     config: { auth: auth.R('AA') },
-    schema: { tags, summary: 'List volumes', response: { 200: z.array(volumeSchema) } },
+    schema: { tags, summary: 'List volumes', response: { 200: volumeListSchema } },
     handler: async (req) => listVolumes(ctx, principalOf(req).orgId),
   });
 

@@ -1,14 +1,14 @@
 /**
- * Request bodies and the database record (spec 2.4, 2.5, 4.3, 8), as zod schemas: the
- * same schema validates at the edge, types the services and feeds the OpenAPI document.
- * Rules that tie fields together are checked in `superRefine`, as the other families do.
+ * Databases (spec 2.4 SuspendPolicy, 2.5 database, 4.3 databases, 8 limits): request
+ * bodies and the database record, as zod schemas: the same schema validates at the edge,
+ * types the services and feeds the OpenAPI document. Rules that tie fields together are
+ * checked in `superRefine`, as the other families do. Also the attachment of a database
+ * to an app (CONTRACT 3).
  */
 import { z } from 'zod';
-import { resourceNameSchema } from '../names.js';
+import { resourceNameSchema, timestampSchema as timestamp } from './common.js';
 
 export const databaseNameSchema = resourceNameSchema;
-
-const timestamp = z.iso.datetime({ offset: true });
 
 /** Seconds a copy lives from now (spec 8: copy `ttlSeconds`). */
 const ttlSeconds = z.number().int().min(60).max(2_592_000);
@@ -161,4 +161,26 @@ export const databaseSchema = z.object({
 });
 export type DatabaseRecord = z.infer<typeof databaseSchema>;
 
+export const databaseListSchema = z.array(databaseSchema);
+
+/** The creation answer: the record plus its URL, shown only here. */
 export const createdDatabaseSchema = databaseSchema.extend({ url: z.string() });
+export type CreatedDatabase = z.infer<typeof createdDatabaseSchema>;
+
+/** The answer of a restore: the database, restoring, and where its old state is kept. */
+export const restoringDatabaseSchema = databaseSchema.extend({ preservedUnderName: z.string() });
+export type RestoringDatabase = z.infer<typeof restoringDatabaseSchema>;
+
+/** The one-time answer of `POST /v1/resources/:name/url`. */
+export const copyUrlSchema = z.object({ name: z.string(), url: z.string() });
+export type CopyUrl = z.infer<typeof copyUrlSchema>;
+
+export const databaseParams = z.object({ name: z.string().min(1).max(63) });
+
+/** The answer of attaching a database to an app, or detaching it. */
+export const databaseAttachmentSchema = z.object({
+  appName: z.string(),
+  databaseName: z.string(),
+  injected: z.array(z.string()),
+});
+export type DatabaseAttachment = z.infer<typeof databaseAttachmentSchema>;

@@ -4,11 +4,11 @@
  * proxy wakes. Host routing is public, so apps are looked up by their platform-wide
  * name; what a request may reach is the app's own machines, nothing else.
  */
-import type { ProxyTarget, ProxyTargets } from '../../proxy/index.js';
-import type { ServiceContext } from '../context.js';
-import { machineAction, runtimeOf } from './lifecycle.js';
-import { configOf, machinesQuery } from './records.js';
-import { activityOf } from './sleep.js';
+import type { ProxyTarget, ProxyTargets } from './index.js';
+import type { ServiceContext } from '../services/context.js';
+import { machineAction, runtimeOf } from '../services/machines/lifecycle.js';
+import { configOf, machinesQuery } from '../services/machines/records.js';
+import { activityOf } from '../services/machines/sleep.js';
 
 export class MachineTargets implements ProxyTargets {
   constructor(private readonly ctx: ServiceContext) {}

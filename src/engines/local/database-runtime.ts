@@ -1,26 +1,41 @@
 /**
- * The host side of managed databases: the engines, the TCP fronts that customers connect
- * to, the cgroups that freeze idle servers, the sleep policy's clock and the failover
- * watchdog of redundant databases. The databases service decides what should exist (rows
- * and jobs); this class makes the host match and keeps it matching.
+ * The local `DatabaseRuntime`: managed databases on this host. It holds the engines, the
+ * TCP fronts that customers connect to, the cgroups that freeze idle servers, the sleep
+ * policy's clock and the failover watchdog of redundant databases. The databases service
+ * decides what should exist (rows and jobs); this class makes the host match and keeps
+ * it matching. It writes no rows: what it observes goes back through its events.
  *
  * Servers outlive `pier serve`: they run in their own sessions. Fronts live in this
  * process, so on start every database's front is opened again on its port and every
  * server is found (or started) and taken back.
  */
+import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { Logger } from 'pino';
 import type { Config } from '../../config.js';
 import { ensureCa } from '../../crypto/ca.js';
-import type { SecretBox } from '../../crypto/secret-box.js';
 import type { PoolHandle } from '../../storage/pool-handle.js';
-import type { Db } from '../../store/db.js';
-import type { SuspendPolicyRow } from '../../store/schema.js';
 import { resolveServiceUser } from '../../host/service-user.js';
-import type { DatabaseEngine, EngineEnv, InstanceSpec, ReplicatingEngine } from '../engine.js';
+import {
+  EngineError,
+  type ArchiveRef,
+  type DatabaseEngine,
+  type EngineEnv,
+  type InstanceSpec,
+  type ReplicatingEngine,
+} from '../engine.js';
 import { TcpFront } from '../front/tcp-front.js';
 import { PostgresEngine } from '../postgres/index.js';
 import { RedisEngine } from '../redis/index.js';
+import type {
+  DatabaseKind,
+  DatabaseRuntime,
+  DatabaseRuntimeEvents,
+  InstanceRef,
+  Power,
+  ServeState,
+  SuspendPolicy,
+} from '../runtime.js';
 import { CgroupSet } from '../../host/cgroups/cgroup.js';
 import {
   candidatePorts,
@@ -28,48 +43,27 @@ import {
   parsePortRange,
   type PortRange,
 } from '../../host/ports.js';
+import { sleepAction } from '../../host/sleep-policy.js';
 import { failover, isAlive, loseStandby, type RedundancyDeps } from './failover.js';
-import { sleepAction, type Power } from '../../host/sleep-policy.js';
+import { lastActivity, type LiveDatabase } from './live.js';
 
-/** What the host knows of a database it serves. */
-export interface LiveDatabase {
-  id: string;
-  kind: 'postgres' | 'redis';
-  front: TcpFront;
-  /** False while a copy is restoring: connections are refused until it is ready. */
-  ready: boolean;
-  primary?: InstanceSpec;
-  standby?: InstanceSpec;
-  power: Power;
-  policy: SuspendPolicyRow | null;
-  memoryMb: number;
-  /** Platform work in progress (branch, backup, ...): the database must not sleep meanwhile. */
-  busy: number;
-  /** When platform work last ended: it counts as activity, like a client's bytes. */
-  lastBusyAt: number;
-  /** Serializes sleep, wake and failover of this database. */
-  queue: Promise<unknown>;
-  primaryPid?: number;
-  standbyPid?: number;
-}
+export type { LiveDatabase } from './live.js';
 
-export interface DatabaseHostOptions {
+export interface LocalDatabaseRuntimeOptions {
   config: Config;
-  db: Db;
-  box: SecretBox;
   pool: PoolHandle;
   log: Logger;
+  /** Where sleep, wake and failover are reported (the service writes the rows). */
+  events: DatabaseRuntimeEvents;
   /** How often the sleep policy and the failover watchdog look (default 1 s / 250 ms). */
   sleepTickMs?: number;
   watchdogTickMs?: number;
-  /** Called after a standby was promoted, so a new standby can be built (a durable job). */
-  onFailover?: (databaseId: string) => Promise<void>;
 }
 
-export class DatabaseHost {
-  readonly id = 'local';
+export class LocalDatabaseRuntime implements DatabaseRuntime {
+  readonly hostId = 'local';
   private readonly live = new Map<string, LiveDatabase>();
-  private readonly engines: Record<'postgres' | 'redis', DatabaseEngine>;
+  private readonly engines: Record<DatabaseKind, DatabaseEngine>;
   private readonly range: PortRange;
   private envPromise: Promise<EngineEnv> | undefined;
   private cgroups: Promise<CgroupSet | undefined> | undefined;
@@ -77,17 +71,21 @@ export class DatabaseHost {
   private timers: NodeJS.Timeout[] = [];
   private stopped = false;
 
-  constructor(private readonly opts: DatabaseHostOptions) {
+  constructor(private readonly opts: LocalDatabaseRuntimeOptions) {
     this.engines = { postgres: new PostgresEngine(), redis: new RedisEngine() };
     this.range = parsePortRange(opts.config.databasePorts);
   }
 
-  engine(kind: 'postgres' | 'redis'): DatabaseEngine {
+  private engine(kind: DatabaseKind): DatabaseEngine {
     return this.engines[kind];
   }
 
-  postgres(): ReplicatingEngine {
-    return this.engines.postgres as ReplicatingEngine;
+  private replicating(kind: DatabaseKind): ReplicatingEngine {
+    const engine = this.engines[kind] as Partial<ReplicatingEngine>;
+    if (typeof engine.createStandby !== 'function' || typeof engine.promote !== 'function') {
+      throw new EngineError('unsupported', `${kind} databases cannot have a standby`);
+    }
+    return engine as ReplicatingEngine;
   }
 
   /** What engines need, made on first use: the pool, the service user, TLS files. */
@@ -131,16 +129,21 @@ export class DatabaseHost {
     return cg ? cg.isFrozen(instanceId).catch(() => false) : false;
   }
 
-  /** A loopback port for a new server instance. */
+  async capacity(): Promise<{ freeBytes: number; totalBytes: number }> {
+    const { pool } = await this.env();
+    const { freeBytes, totalBytes } = await pool.usage();
+    return { freeBytes, totalBytes };
+  }
+
   internalPort(): Promise<number> {
     return freeLoopbackPort();
   }
 
-  /**
-   * Opens the front of a database: on `port` (after a restart) or on a free port of the
-   * range (a new database). Resolves with the port; undefined means the range is full.
-   */
-  async openFront(databaseId: string, kind: LiveDatabase['kind'], port?: number) {
+  async caCertificate(): Promise<string> {
+    return readFile((await this.env()).tls.caFile, 'utf8');
+  }
+
+  async openFront(databaseId: string, kind: DatabaseKind, port?: number) {
     const existing = this.live.get(databaseId);
     if (existing) return existing.front.port;
     const live: LiveDatabase = {
@@ -185,20 +188,69 @@ export class DatabaseHost {
     await this.wake(live);
   }
 
-  /**
-   * Marks a database ready with its instances and rules: the front starts piping to the
-   * primary, and its servers join their cgroups (so they can be frozen later).
-   */
-  async serve(
+  async create(kind: DatabaseKind, primary: InstanceSpec, opts: { locale?: string }) {
+    await this.engine(kind).provision(await this.env(), primary, opts);
+  }
+
+  async createStandby(
     databaseId: string,
-    state: {
-      primary: InstanceSpec;
-      standby?: InstanceSpec;
-      power: Power;
-      policy: SuspendPolicyRow | null;
-      memoryMb: number;
-    },
+    kind: DatabaseKind,
+    primary: InstanceSpec,
+    standby: InstanceSpec,
   ): Promise<void> {
+    const engine = this.replicating(kind);
+    const env = await this.env();
+    await this.withAwake(databaseId, () => engine.createStandby(env, primary, standby));
+    // A served database watches its new standby from now on, in its own cgroup.
+    const live = this.live.get(databaseId);
+    if (!live?.ready) return;
+    live.standby = standby;
+    await this.adopt(live, standby);
+  }
+
+  async branch(sourceId: string, kind: DatabaseKind, source: InstanceSpec, target: InstanceSpec) {
+    const env = await this.env();
+    await this.withAwake(sourceId, () => this.engine(kind).branch(env, source, target));
+  }
+
+  async restore(kind: DatabaseKind, archive: ArchiveRef, asOf: Date, target: InstanceSpec) {
+    await this.engine(kind).restore(await this.env(), archive, asOf, target);
+  }
+
+  async archiveRange(kind: DatabaseKind, archive: ArchiveRef) {
+    return this.engine(kind).archiveRange(await this.env(), archive);
+  }
+
+  async flushArchive(databaseId: string, kind: DatabaseKind, inst: InstanceSpec) {
+    const env = await this.env();
+    await this.withAwake(databaseId, () => this.engine(kind).flushArchive(env, inst));
+  }
+
+  async baseBackup(databaseId: string, kind: DatabaseKind, inst: InstanceSpec) {
+    const env = await this.env();
+    await this.withAwake(databaseId, () => this.engine(kind).baseBackup(env, inst));
+  }
+
+  async takeBack(
+    _databaseId: string,
+    kind: DatabaseKind,
+    instances: InstanceSpec[],
+    power: Power,
+  ): Promise<Power> {
+    const env = await this.env();
+    const engine = this.engine(kind);
+    let now = power;
+    for (const inst of instances) {
+      if ((await engine.pid(env, inst)) === undefined && power !== 'stopped') {
+        // The host restarted under it: start it again, awake.
+        await engine.start(env, inst);
+        now = 'running';
+      }
+    }
+    return now;
+  }
+
+  async serve(databaseId: string, state: ServeState): Promise<void> {
     const live = this.live.get(databaseId);
     if (!live) throw new Error(`database ${databaseId} has no front on this host`);
     Object.assign(live, state);
@@ -211,8 +263,7 @@ export class DatabaseHost {
     live.ready = true;
   }
 
-  /** Updates the sleep policy of a served database (PATCH). */
-  setPolicy(databaseId: string, policy: SuspendPolicyRow | null): void {
+  async setPolicy(databaseId: string, policy: SuspendPolicy | null): Promise<void> {
     const live = this.live.get(databaseId);
     if (live) live.policy = policy;
   }
@@ -222,12 +273,19 @@ export class DatabaseHost {
     return this.live.get(databaseId);
   }
 
-  private redundancyDeps(): RedundancyDeps {
-    return { db: this.opts.db, log: this.opts.log, onFailover: this.opts.onFailover };
+  private async redundancyDeps(): Promise<RedundancyDeps> {
+    return {
+      engine: this.replicating('postgres'),
+      env: await this.env(),
+      log: this.opts.log,
+      adopt: (live, inst) => this.adopt(live, inst),
+      dropCgroup: (id) => this.dropCgroup(id),
+      events: this.opts.events,
+    };
   }
 
   /** Puts a running instance's process tree into its cgroup (limits, freezing). */
-  async adopt(live: LiveDatabase, inst: InstanceSpec): Promise<void> {
+  private async adopt(live: LiveDatabase, inst: InstanceSpec): Promise<void> {
     const env = await this.env();
     const pid = await this.engine(live.kind).pid(env, inst);
     if (pid === undefined) return;
@@ -251,7 +309,7 @@ export class DatabaseHost {
   }
 
   /** Brings a sleeping database back: thaws a frozen one, starts a stopped one. */
-  wake(live: LiveDatabase): Promise<void> {
+  private wake(live: LiveDatabase): Promise<void> {
     if (live.power === 'running') return Promise.resolve();
     return this.serialize(live, async () => {
       if (live.power === 'running' || !live.primary) return;
@@ -270,12 +328,12 @@ export class DatabaseHost {
         }
       }
       live.power = 'running';
-      await this.recordPower(live);
+      await this.reportPower(live);
     });
   }
 
   /** Runs platform work against a database that must be awake (backup, branch, fork). */
-  async withAwake<T>(databaseId: string, fn: () => Promise<T>): Promise<T> {
+  private async withAwake<T>(databaseId: string, fn: () => Promise<T>): Promise<T> {
     const live = this.live.get(databaseId);
     if (!live) return fn();
     live.busy++;
@@ -288,12 +346,9 @@ export class DatabaseHost {
     }
   }
 
-  private async recordPower(live: LiveDatabase): Promise<void> {
-    await this.opts.db
-      .updateTable('databases')
-      .set({ power: live.power })
-      .where('id', '=', live.id)
-      .execute()
+  private async reportPower(live: LiveDatabase): Promise<void> {
+    await this.opts.events
+      .onPowerChanged(live.id, live.power)
       .catch((err: unknown) => this.opts.log.warn({ err, id: live.id }, 'power not recorded'));
   }
 
@@ -337,7 +392,7 @@ export class DatabaseHost {
       live.power = 'stopped';
     }
     this.opts.log.info({ id: live.id, power: live.power }, 'database asleep');
-    await this.recordPower(live);
+    await this.reportPower(live);
   }
 
   /**
@@ -348,26 +403,19 @@ export class DatabaseHost {
     for (const live of this.live.values()) {
       if (!live.ready || !live.standby || live.power !== 'running') continue;
       if (live.primaryPid && !isAlive(live.primaryPid)) {
-        await this.serialize(live, () => failover(this, this.redundancyDeps(), live)).catch(
+        await this.serialize(live, async () => failover(await this.redundancyDeps(), live)).catch(
           (err: unknown) => this.opts.log.error({ err, id: live.id }, 'failover failed'),
         );
       } else if (live.standbyPid && !isAlive(live.standbyPid)) {
-        await this.serialize(live, () => loseStandby(this, this.redundancyDeps(), live)).catch(
-          (err: unknown) => this.opts.log.error({ err, id: live.id }, 'standby loss not handled'),
+        await this.serialize(live, async () =>
+          loseStandby(await this.redundancyDeps(), live),
+        ).catch((err: unknown) =>
+          this.opts.log.error({ err, id: live.id }, 'standby loss not handled'),
         );
       }
     }
   }
 
-  /** Adds a standby to a served database after it was built, in its own cgroup. */
-  async addStandby(databaseId: string, standby: InstanceSpec): Promise<void> {
-    const live = this.live.get(databaseId);
-    if (!live) return;
-    live.standby = standby;
-    await this.adopt(live, standby);
-  }
-
-  /** Stops serving a database: closes its front and forgets it (servers are left to the caller). */
   async forget(databaseId: string): Promise<void> {
     const live = this.live.get(databaseId);
     if (!live) return;
@@ -376,18 +424,30 @@ export class DatabaseHost {
     await live.front.close();
   }
 
+  async destroy(instances: InstanceRef[]): Promise<void> {
+    const env = await this.env();
+    for (const ref of instances) {
+      await this.thaw(ref.id);
+      await this.engine(ref.kind).destroy(env, specForDestroy(ref));
+      await this.dropCgroup(ref.id);
+    }
+  }
+
+  async destroyArchive(kind: DatabaseKind, archiveId: string): Promise<void> {
+    await this.engine(kind).destroyArchive(await this.env(), { id: archiveId });
+  }
+
   /** Removes the cgroup of an instance (after its server stopped). */
-  async dropCgroup(instanceId: string): Promise<void> {
+  private async dropCgroup(instanceId: string): Promise<void> {
     await (await this.freezer())?.remove(instanceId);
   }
 
   /** Thaws a frozen instance so it can be stopped or copied. */
-  async thaw(instanceId: string): Promise<void> {
+  private async thaw(instanceId: string): Promise<void> {
     const cg = await this.freezer();
     if (cg && (await cg.isFrozen(instanceId).catch(() => false))) await cg.thaw(instanceId);
   }
 
-  /** Starts the tickers of the sleep policy and the failover watchdog. */
   startTickers(): void {
     const every = (ms: number, fn: () => Promise<void>) => {
       let running = false;
@@ -405,7 +465,6 @@ export class DatabaseHost {
     every(this.opts.watchdogTickMs ?? 250, () => this.watchdogTick());
   }
 
-  /** Closes every front; servers keep running and are taken back on the next start. */
   async close(): Promise<void> {
     this.stopped = true;
     for (const t of this.timers) clearInterval(t);
@@ -414,6 +473,7 @@ export class DatabaseHost {
   }
 }
 
-function lastActivity(live: LiveDatabase): number {
-  return Math.max(live.front.lastActivityAt, live.lastBusyAt);
+/** A minimal spec for destroying an instance whose row may be gone. */
+function specForDestroy(ref: InstanceRef): InstanceSpec {
+  return { id: ref.id, volume: ref.volume, internalPort: 0, memoryMb: 0, sizeGb: 1, password: '' };
 }

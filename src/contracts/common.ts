@@ -1,0 +1,25 @@
+/**
+ * Pieces every family shares (spec 2, 8): the names of the platform-wide namespace that
+ * apps, databases, volumes and buckets share, and timestamps as request bodies take them.
+ *
+ * Files in `src/contracts/` import only `zod` and each other: the server validates and
+ * documents with these schemas, the services are typed by them, and the CLI reads its
+ * record types from them (type-only), so a field added to the API reaches all three.
+ */
+import { z } from 'zod';
+
+/** 1–63 characters: lowercase letters, digits and hyphens, starting and ending alphanumeric. */
+export const NAME_PATTERN = /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/;
+
+/** A name of the shared namespace, as request bodies take it. */
+export const resourceNameSchema = z
+  .string()
+  .min(1)
+  .max(63)
+  .regex(
+    NAME_PATTERN,
+    'lowercase letters, digits and hyphens, starting and ending with a letter or digit',
+  );
+
+/** An ISO 8601 moment with its offset (`2025-01-02T03:04:05Z`, `…+02:00`). */
+export const timestampSchema = z.iso.datetime({ offset: true });

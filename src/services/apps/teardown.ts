@@ -1,0 +1,95 @@
+/**
+ * `DELETE /v1/apps/:name` (CONTRACT): the one place that knows what an app owns and how
+ * each of those goes with it. The steps below run in order; a family that gives apps
+ * something new (domains, protection, UDP endpoints) adds its step here, where it must
+ * run, and nowhere else.
+ */
+import { ApiError } from '../../errors/api-error.js';
+import type { Tx } from '../../store/db.js';
+import { detachAppBuckets } from '../buckets/attachments.js';
+import { detachAppDatabases } from '../databases/attachments.js';
+import type { ServiceContext } from '../context.js';
+import { machineAction } from '../machines/lifecycle.js';
+import { liveMachineIds } from '../machines/records.js';
+import { releaseName } from '../names.js';
+import { findApp, type AppRow } from './records.js';
+
+/** A step that does its own work and commits it, before the app's transaction. */
+type Before = (ctx: ServiceContext, orgId: string, app: AppRow) => Promise<void>;
+/** A step inside the one transaction that removes the app, which holds its row locked. */
+type Within = (tx: Tx, ctx: ServiceContext, orgId: string, app: AppRow) => Promise<void>;
+
+/**
+ * Outside the transaction: work that takes seconds and cannot be undone by a rollback.
+ * A failure here leaves the app as it was, less what was already done: the client tries
+ * again.
+ */
+const BEFORE: [owner: string, step: Before][] = [
+  // Machines: destroyed one at a time (processes stopped, cgroup, network namespace and
+  // disks reclaimed). Their rows go with the app's (ON DELETE CASCADE), so one still running
+  // then would run on with nothing left to stop it. A machine in the middle of another
+  // operation answers 409 `machine-busy`.
+  ['machines', destroyMachines],
+];
+
+/** In one transaction: the app and everything it holds go together, or nothing does. */
+const WITHIN: [owner: string, step: Within][] = [
+  // Machines: one created after BEFORE ran (creation locks the app row too, so none can be
+  // added from here on) is refused with 409 `conflict` rather than lost with the row.
+  ['machines', refuseLiveMachines],
+  // Buckets: each attachment's S3 key is revoked (every gateway drops it when this
+  // commits), its managed secrets and its row removed. The bucket itself stays.
+  ['buckets', (tx, ctx, _orgId, app) => detachAppBuckets(tx, ctx, app.id)],
+  // Databases: each attachment and the managed secret holding its URL. The database stays.
+  ['databases', (tx, _ctx, _orgId, app) => detachAppDatabases(tx, app.id)],
+  // Volumes: released, with their data, for the organization to attach elsewhere.
+  ['volumes', releaseVolumes],
+  // The app row; its own secrets and its (destroyed) machines' rows go with it by cascade.
+  ['apps', (tx, _ctx, _orgId, app) => deleteAppRow(tx, app)],
+  // Its name, free again in the platform-wide namespace.
+  ['names', (tx, _ctx, orgId, app) => releaseName(tx, orgId, app.name)],
+];
+
+/** Deletes the app named `appName` of `orgId` and everything it owns, as listed above. */
+export async function deleteApp(
+  ctx: ServiceContext,
+  orgId: string,
+  appName: string,
+): Promise<void> {
+  const app = await findApp(ctx.db, orgId, appName);
+  for (const [, step] of BEFORE) await step(ctx, orgId, app);
+  await ctx.db.transaction().execute(async (tx) => {
+    // Locked, as machine creation and attachments lock it: nothing is added until this commits.
+    const locked = await findApp(tx, orgId, appName, { lock: true });
+    for (const [, step] of WITHIN) await step(tx, ctx, orgId, locked);
+  });
+}
+
+async function destroyMachines(ctx: ServiceContext, orgId: string, app: AppRow): Promise<void> {
+  for (const id of await liveMachineIds(ctx.db, app.id)) {
+    try {
+      await machineAction(ctx, orgId, id, 'destroy');
+    } catch (err) {
+      // Destroyed meanwhile by another request: what this one wanted.
+      if (!(err instanceof ApiError && err.code === 'not-found')) throw err;
+    }
+  }
+}
+
+async function refuseLiveMachines(tx: Tx, _ctx: ServiceContext, _orgId: string, app: AppRow) {
+  const [live] = await liveMachineIds(tx, app.id);
+  if (live) {
+    throw new ApiError(
+      'conflict',
+      `App '${app.name}' has a machine (${live}) that was created while it was being deleted; try again.`,
+    );
+  }
+}
+
+async function releaseVolumes(tx: Tx, _ctx: ServiceContext, _orgId: string, app: AppRow) {
+  await tx.updateTable('volumes').set({ app_id: null }).where('app_id', '=', app.id).execute();
+}
+
+async function deleteAppRow(tx: Tx, app: AppRow): Promise<void> {
+  await tx.deleteFrom('apps').where('id', '=', app.id).execute();
+}
