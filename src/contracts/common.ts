@@ -23,3 +23,13 @@ export const resourceNameSchema = z
 
 /** An ISO 8601 moment with its offset (`2025-01-02T03:04:05Z`, `…+02:00`). */
 export const timestampSchema = z.iso.datetime({ offset: true });
+
+/** `expiresAt` and `ttlSeconds` say the same thing two ways: a body may give one of them. */
+export function expiryNotTwice(
+  b: { expiresAt?: unknown; ttlSeconds?: unknown },
+  ctx: z.RefinementCtx,
+): void {
+  if (b.expiresAt !== undefined && b.ttlSeconds !== undefined) {
+    ctx.addIssue({ code: 'custom', path: ['ttlSeconds'], message: 'not together with expiresAt' });
+  }
+}

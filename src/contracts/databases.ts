@@ -6,7 +6,7 @@
  * to an app (CONTRACT 3).
  */
 import { z } from 'zod';
-import { resourceNameSchema, timestampSchema as timestamp } from './common.js';
+import { expiryNotTwice, resourceNameSchema, timestampSchema as timestamp } from './common.js';
 
 export const databaseNameSchema = resourceNameSchema;
 
@@ -84,13 +84,7 @@ export const updateResourceBody = z
     ttlSeconds: ttlSeconds.optional(),
   })
   .superRefine((b, ctx) => {
-    if (b.expiresAt !== undefined && b.ttlSeconds !== undefined) {
-      ctx.addIssue({
-        code: 'custom',
-        path: ['ttlSeconds'],
-        message: 'not together with expiresAt',
-      });
-    }
+    expiryNotTwice(b, ctx);
   });
 export type UpdateResourceBody = z.infer<typeof updateResourceBody>;
 

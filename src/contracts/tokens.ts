@@ -3,7 +3,7 @@
  * the key record (never its value) and the creation answer (the value, once).
  */
 import { z } from 'zod';
-import { NAME_PATTERN } from './common.js';
+import { expiryNotTwice, NAME_PATTERN } from './common.js';
 
 const scopeDomain = /^(?=.{1,253}$)(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$/;
 
@@ -41,13 +41,7 @@ export const createKeyBody = z
       .optional(),
   })
   .superRefine((b, ctx) => {
-    if (b.expiresAt !== undefined && b.ttlSeconds !== undefined) {
-      ctx.addIssue({
-        code: 'custom',
-        path: ['ttlSeconds'],
-        message: 'not together with expiresAt',
-      });
-    }
+    expiryNotTwice(b, ctx);
     if (b.agent?.prodDataRead !== undefined && b.agent.class !== 'production') {
       ctx.addIssue({
         code: 'custom',
