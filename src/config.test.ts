@@ -24,6 +24,21 @@ describe('config', () => {
     expect(c.publicUrlGiven).toBe(false);
   });
 
+  it('reads trusted registries as a comma-separated list of HOST or HOST:PORT', () => {
+    expect(resolveConfig({}).trustedRegistries).toEqual([]);
+    const env = configFromEnv({
+      PIER_TRUSTED_REGISTRIES: 'registry.lan:5000, mirror.lan,[::1]:5001',
+    });
+    expect(resolveConfig(env).trustedRegistries).toEqual([
+      'registry.lan:5000',
+      'mirror.lan',
+      '[::1]:5001',
+    ]);
+    expect(() => resolveConfig({ trustedRegistries: ['http://registry.lan'] })).toThrow(
+      /trustedRegistries/,
+    );
+  });
+
   it('handles IPv6 listeners and explicit public URLs', () => {
     const c = resolveConfig({ listen: '[::1]:8443', publicUrl: 'https://pier.example.com/' });
     expect(c.listenHost).toBe('::1');

@@ -19,8 +19,25 @@ export const configSchema = z.object({
   publicUrl: z.string().url().optional(),
   /** Bearer of the operator API; absent = generated into DATA_DIR/operator-token. */
   operatorToken: z.string().min(16).optional(),
-  /** Lets customer-triggered outbound calls reach loopback and private ranges (tests only). */
+  /**
+   * Lets outbound calls made for customers (image pulls, token realms, redirects, later
+   * webhooks and domain checks) reach loopback, private, link-local and metadata addresses;
+   * off, the outbound guard (host/outbound-guard.ts) refuses them, against SSRF.
+   */
   allowPrivateTargets: z.boolean().default(false),
+  /**
+   * Registries an operator trusts although they resolve to loopback or private addresses:
+   * `HOST` (any port) or `HOST:PORT`, as image references name them (`registry.lan:5000`).
+   * Their token realm and blob storage, when private too, must be named as well. Env
+   * `PIER_TRUSTED_REGISTRIES`, comma-separated.
+   */
+  trustedRegistries: z
+    .array(
+      z
+        .string()
+        .regex(/^(?:\[[0-9a-fA-F:.]+\]|[^:[\]\s/,]+)(?::\d{1,5})?$/, 'must be HOST or HOST:PORT'),
+    )
+    .default([]),
   /** AES-256 master key for secrets, base64; absent = DATA_DIR/master.key (mode 0600). */
   masterKey: z.string().optional(),
   /** Region new organizations get when the operator names none. */
@@ -116,6 +133,10 @@ export function configFromEnv(env: NodeJS.ProcessEnv): ConfigInput {
     publicUrl: pick('PIER_PUBLIC_URL'),
     operatorToken: pick('PIER_OPERATOR_TOKEN'),
     allowPrivateTargets: pick('PIER_ALLOW_PRIVATE_TARGETS') === '1',
+    trustedRegistries: pick('PIER_TRUSTED_REGISTRIES')
+      ?.split(',')
+      .map((s) => s.trim())
+      .filter(Boolean),
     masterKey: pick('PIER_MASTER_KEY'),
     region: pick('PIER_REGION'),
     sshGatewayAddress: pick('PIER_SSH_GATEWAY_ADDRESS'),

@@ -10,6 +10,7 @@ import pino, { type Logger } from 'pino';
 import type { Config } from './config.js';
 import { SecretBox, loadMasterKey } from './crypto/secret-box.js';
 import { buildApp } from './http/app.js';
+import { redactingLogger } from './http/plugins/redact.js';
 import type { AppDeps } from './http/deps.js';
 import { JobCatalogue, type JobDefinition } from './jobs/catalogue.js';
 import { housekeepingJobs, scheduleHousekeeping } from './jobs/housekeeping.js';
@@ -43,6 +44,7 @@ import { startEmbeddedCluster, type EmbeddedCluster } from './store/embedded.js'
 import { migrate } from './store/migrate.js';
 import { lockDataDir, type DataDirLock } from './host/data-dir-lock.js';
 import { loadOperatorToken } from './host/operator-token.js';
+import { OutboundGuard } from './host/outbound-guard.js';
 
 export interface PlatformOptions {
   logger?: Logger;
@@ -76,7 +78,8 @@ async function sshGateway(config: Config) {
 }
 
 export async function startPlatform(config: Config, opts: PlatformOptions = {}): Promise<Platform> {
-  const logger = opts.logger ?? pino({ level: config.logLevel });
+  // Every log line of the platform (runtime, jobs, image pulls) goes through the redaction.
+  const logger = redactingLogger(opts.logger ?? pino({ level: config.logLevel }));
   const undo: (() => Promise<void>)[] = [];
   const unwind = async () => {
     for (const step of undo.reverse())
@@ -171,6 +174,11 @@ export async function startPlatform(config: Config, opts: PlatformOptions = {}):
         pool,
         log: logger.child({ component: 'machines' }),
         network: { bridge: config.machinesBridge, cidr: config.machinesCidr },
+        // Image pulls: registries, token realms and redirects (docs: "Outbound calls").
+        outbound: new OutboundGuard({
+          allowPrivate: config.allowPrivateTargets,
+          trusted: config.trustedRegistries,
+        }),
       }),
     };
     late.ctx = ctx;

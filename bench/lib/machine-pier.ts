@@ -331,6 +331,8 @@ export async function openMachineBench(label: string): Promise<MachinePier> {
           PIER_OPERATOR_TOKEN: operatorToken,
           PIER_MACHINES_BRIDGE: bridge,
           PIER_MACHINES_CIDR: cidr,
+          // The registry is on 127.0.0.1: trusted by name, so pulls pass the outbound guard.
+          PIER_TRUSTED_REGISTRIES: registry.host,
           PIER_LOG_LEVEL: process.env.BENCH_PIER_LOG_LEVEL ?? 'info',
         },
       },

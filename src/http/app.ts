@@ -12,6 +12,7 @@ import type { AppDeps } from './deps.js';
 import { installAuth } from './plugins/auth.js';
 import { installErrors } from './plugins/errors.js';
 import { installObservability, newRequestId } from './plugins/observability.js';
+import { redactingLogger } from './plugins/redact.js';
 import { installValidation } from './plugins/validation.js';
 import { registerRoutes } from './routes/index.js';
 import { s3Gateway } from './s3/plugin.js';
@@ -20,7 +21,8 @@ import { MachineTargets } from '../proxy/machine-targets.js';
 
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const app = Fastify({
-    loggerInstance: deps.logger,
+    // Request and error logs go through the redaction rules: no secrets in URLs, headers or bodies.
+    loggerInstance: redactingLogger(deps.logger),
     genReqId: (req) => newRequestId(req.headers['x-request-id']),
     bodyLimit: deps.config.bodyLimitBytes,
     trustProxy: false,
@@ -61,7 +63,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     new AppProxy({
       publicHost: deps.config.publicUrl,
       targets: new MachineTargets(deps.ctx),
-      log: deps.logger.child({ component: 'proxy' }),
+      log: app.log.child({ component: 'proxy' }),
     }),
   );
   await s3Gateway(app, deps.ctx);

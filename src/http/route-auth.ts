@@ -19,6 +19,13 @@ export interface RouteAuth {
    * looked up in the caller's organization when an agent token is judged.
    */
   appOf?: (req: FastifyRequest, orgId: string) => Promise<string | undefined>;
+  /**
+   * What the request would hand its app from outside it, if anything (attaching a
+   * database or a bucket gives the app's machines its credentials): named, it is refused
+   * to agent tokens limited to some apps (`agent-token-app-scope`). Reads the parsed,
+   * not yet validated body.
+   */
+  widens?: (req: FastifyRequest) => string | undefined;
   /** Billing changes: only console keys of admins pass (spec 5.7). */
   consoleAdmin?: boolean;
 }

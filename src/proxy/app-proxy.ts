@@ -142,7 +142,10 @@ export class AppProxy {
 
   private toApiError(err: unknown, req: http.IncomingMessage): ApiError {
     if (err instanceof ApiError) return err;
-    this.log.error({ err, host: req.headers.host, url: req.url }, 'proxy: request failed');
+    // The path only: an app's query strings are its own (tokens, signatures) and stay out
+    // of pier's logs.
+    const path = req.url?.split('?')[0];
+    this.log.error({ err, host: req.headers.host, path }, 'proxy: request failed');
     return new ApiError('upstream-failed', "The app's machine could not be reached.");
   }
 }

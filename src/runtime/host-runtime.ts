@@ -7,6 +7,7 @@
 import path from 'node:path';
 import type { Logger } from 'pino';
 import { CgroupSet } from '../host/cgroups/cgroup.js';
+import type { OutboundGuard } from '../host/outbound-guard.js';
 import type { PoolHandle } from '../storage/pool-handle.js';
 import { ImageStore } from './images/index.js';
 import { LocalRuntime } from './local/index.js';
@@ -17,6 +18,8 @@ export interface HostRuntimeOptions {
   pool: PoolHandle;
   log: Logger;
   network: { bridge: string; cidr: string };
+  /** What image pulls may reach (registries, token realms, redirects): host/outbound-guard.ts. */
+  outbound: OutboundGuard;
 }
 
 /** A `MachineRuntime` whose every call first makes (once) the local runtime. */
@@ -31,7 +34,11 @@ export function hostRuntime(opts: HostRuntimeOptions): MachineRuntime {
       return new LocalRuntime({
         dataDir: opts.dataDir,
         pool,
-        images: new ImageStore({ dir: path.join(opts.dataDir, 'images'), log: opts.log }),
+        images: new ImageStore({
+          dir: path.join(opts.dataDir, 'images'),
+          log: opts.log,
+          guard: opts.outbound,
+        }),
         cgroups,
         network: opts.network,
         log: opts.log,

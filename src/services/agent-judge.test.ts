@@ -37,6 +37,14 @@ describe('judgeAgent', () => {
     ).toBeUndefined();
   });
 
+  it('keeps app-scoped agents from widening their apps by attaching', () => {
+    const widens = "attach the bucket 'b'";
+    expect(judgeAgent({ class: 'sandbox', apps: ['web'] }, { ...base, rule: 'AW', widens })).toBe(
+      'agent-token-app-scope',
+    );
+    expect(judgeAgent({ class: 'sandbox' }, { ...base, rule: 'AW', widens })).toBeUndefined();
+  });
+
   it('refuses delegation before anything else', () => {
     expect(judgeAgent({ class: 'sandbox' }, { ...base, usesOrgHeader: true, rule: 'AA' })).toBe(
       'agent-token-delegation',

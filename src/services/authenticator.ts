@@ -2,13 +2,15 @@
  * Turns a bearer value into the key it names, fast enough for every request: keys and
  * organization states are cached briefly, and every change that could make a cached
  * answer wrong (revocation, suspension) invalidates it at once, in this process directly
- * and in every other replica through PostgreSQL NOTIFY. Requests still in flight with a
- * revoked key are aborted through their signal.
+ * and in every other replica through PostgreSQL NOTIFY. Requests still in flight (waits,
+ * shell sessions) are aborted through their signal when their key is revoked or expires
+ * or their organization is suspended, on whichever replica the change was made.
  */
 import type { Logger } from 'pino';
 import type pg from 'pg';
 import { sql } from 'kysely';
 import { sha256 } from '../crypto/tokens.js';
+import { ApiError } from '../errors/api-error.js';
 import type { Db } from '../store/db.js';
 import type { AgentBlock } from '../store/schema.js';
 import type { AuthEvents, Clock } from './context.js';
@@ -39,22 +41,68 @@ interface Cached<T> {
 /** How long a cached org listing of keys may be served (lastUsedAt moves within it). */
 const LISTING_TTL_MS = 5_000;
 
-/** A request in flight with a key: its abort controller is made only if someone asks. */
+/** Why a request in flight (a wait, a shell session) was ended under its key. */
+export type InFlightEnd = 'revoked' | 'expired' | 'org-suspended' | 'delegation-ended';
+
+/** The abort reason of `principal.signal`: the answer the request ends with, and why. */
+export class AuthEnded extends ApiError {
+  constructor(readonly reason: InFlightEnd) {
+    super(...AuthEnded.answer(reason));
+  }
+
+  private static answer(reason: InFlightEnd): [ApiError['code'], string | undefined] {
+    switch (reason) {
+      case 'revoked':
+        return ['unauthenticated', 'The API key was revoked while the request ran.'];
+      case 'expired':
+        return ['unauthenticated', 'The API key expired while the request ran.'];
+      case 'org-suspended':
+        return ['org-suspended', undefined];
+      case 'delegation-ended':
+        return [
+          'delegation-refused',
+          "This key's organization no longer manages the organization the request acts as.",
+        ];
+    }
+  }
+}
+
+/** setTimeout's longest delay; a key expiring later is looked at again then. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/**
+ * A request in flight with a key, acting as an organization: its abort controller is made
+ * only if someone asks. It ends when the key is revoked or expires, when either
+ * organization is suspended, or when the delegation it acts under is withdrawn.
+ */
 class InFlight {
   private ctl: AbortController | undefined;
-  revoked = false;
+  ended: AuthEnded | undefined;
+  timer: NodeJS.Timeout | undefined;
+
+  constructor(
+    readonly key: AuthenticatedKey,
+    /** The organization the request acts as (the key's own, or a managed one). */
+    readonly actingOrgId: string,
+  ) {}
 
   get signal(): AbortSignal {
     if (!this.ctl) {
       this.ctl = new AbortController();
-      if (this.revoked) this.ctl.abort(new Error('key revoked'));
+      if (this.ended) this.ctl.abort(this.ended);
     }
     return this.ctl.signal;
   }
 
-  revoke(): void {
-    this.revoked = true;
-    this.ctl?.abort(new Error('key revoked'));
+  concerns(orgId: string): boolean {
+    return this.key.orgId === orgId || this.actingOrgId === orgId;
+  }
+
+  end(reason: InFlightEnd): void {
+    if (this.ended) return;
+    this.ended = new AuthEnded(reason);
+    clearTimeout(this.timer);
+    this.ctl?.abort(this.ended);
   }
 }
 
@@ -76,6 +124,9 @@ export class Authenticator implements AuthEvents {
   private reconnect: NodeJS.Timeout | undefined;
   private stopping = false;
   private flushTimer: NodeJS.Timeout | undefined;
+  private recheckTimer: NodeJS.Timeout | undefined;
+  /** The LISTEN connection was lost once: what it missed is looked up when it is back. */
+  private missedNotices = false;
 
   constructor(
     private readonly db: Db,
@@ -89,6 +140,10 @@ export class Authenticator implements AuthEvents {
     await this.listen();
     // lastUsedAt is written in batches: one UPDATE per second instead of one per request.
     this.flushTimer = setInterval(() => void this.flushUses(), 1000);
+    // A backstop under NOTIFY: requests in flight are checked against the rows now and
+    // then, so none outlives its key by more than this even if a notice went missing.
+    this.recheckTimer = setInterval(() => void this.recheckInFlight(), this.ttlMs);
+    this.recheckTimer.unref();
   }
 
   /**
@@ -102,6 +157,7 @@ export class Authenticator implements AuthEvents {
       if (this.listener !== client || this.stopping) return;
       this.log.warn({ err }, 'auth listener lost; caches emptied, listening again');
       this.listener = undefined;
+      this.missedNotices = true;
       client.release(err ?? true);
       this.forgetEverything();
       this.reconnect = setTimeout(() => {
@@ -112,6 +168,11 @@ export class Authenticator implements AuthEvents {
     client.on('end', () => lost());
     client.on('notification', (msg) => this.applyInvalidation(msg.payload ?? ''));
     await client.query(`LISTEN ${INVALIDATION_CHANNEL}`);
+    // Revocations and suspensions announced while we were not listening ended nothing.
+    if (this.missedNotices) {
+      this.missedNotices = false;
+      void this.recheckInFlight();
+    }
   }
 
   private forgetEverything(): void {
@@ -126,6 +187,7 @@ export class Authenticator implements AuthEvents {
     this.stopping = true;
     clearTimeout(this.reconnect);
     clearInterval(this.flushTimer);
+    clearInterval(this.recheckTimer);
     await this.flushUses();
     if (this.listener) {
       await this.listener.query(`UNLISTEN ${INVALIDATION_CHANNEL}`).catch(() => {});
@@ -213,22 +275,91 @@ export class Authenticator implements AuthEvents {
     return state;
   }
 
-  /** Ties a request to its key, so that revoking the key aborts the request. */
-  track(keyId: string): { readonly signal: AbortSignal; done(): void } {
-    const entry = new InFlight();
-    if (this.recentlyRevoked.has(keyId)) entry.revoke();
-    let set = this.inflight.get(keyId);
-    if (!set) this.inflight.set(keyId, (set = new Set()));
+  /**
+   * Ties a request to its key and the organization it acts as: revoking the key, its
+   * expiry, suspending either organization or withdrawing the delegation aborts the
+   * request's signal (with an `AuthEnded` naming why), here or on any other replica.
+   */
+  track(
+    key: AuthenticatedKey,
+    actingOrgId: string = key.orgId,
+  ): { readonly signal: AbortSignal; done(): void } {
+    const entry = new InFlight(key, actingOrgId);
+    if (this.recentlyRevoked.has(key.id)) entry.end('revoked');
+    else this.armExpiry(entry);
+    let set = this.inflight.get(key.id);
+    if (!set) this.inflight.set(key.id, (set = new Set()));
     set.add(entry);
     return {
       get signal() {
         return entry.signal;
       },
       done: () => {
+        clearTimeout(entry.timer);
         set.delete(entry);
-        if (set.size === 0) this.inflight.delete(keyId);
+        if (set.size === 0 && this.inflight.get(key.id) === set) this.inflight.delete(key.id);
       },
     };
+  }
+
+  /** Ends the entry when its key expires (checked per request only, otherwise). */
+  private armExpiry(entry: InFlight): void {
+    const expiresAt = entry.key.expiresAt;
+    if (!expiresAt || entry.ended) return;
+    const left = expiresAt.getTime() - this.clock().getTime();
+    if (left <= 0) {
+      entry.end('expired');
+      return;
+    }
+    entry.timer = setTimeout(() => this.armExpiry(entry), Math.min(left, MAX_TIMER_MS));
+    entry.timer.unref();
+  }
+
+  private *tracked(): Iterable<InFlight> {
+    for (const set of this.inflight.values()) yield* set;
+  }
+
+  /**
+   * Looks the rows of tracked requests up again and ends those whose key is revoked or
+   * expired, or whose organizations are suspended or no longer delegated: after a lost
+   * LISTEN connection, for an organization that changed, and now and then as a backstop.
+   */
+  async recheckInFlight(onlyOrg?: string): Promise<void> {
+    const entries = [...this.tracked()].filter(
+      (e) => !e.ended && (onlyOrg === undefined || e.concerns(onlyOrg)),
+    );
+    if (entries.length === 0) return;
+    try {
+      const keyIds = [...new Set(entries.map((e) => e.key.id))];
+      const orgIds = [...new Set(entries.flatMap((e) => [e.key.orgId, e.actingOrgId]))];
+      const [keys, orgs] = await Promise.all([
+        this.db
+          .selectFrom('api_keys')
+          .select(['id', 'revoked_at'])
+          .where('id', 'in', keyIds)
+          .execute(),
+        this.db
+          .selectFrom('orgs')
+          .select(['id', 'suspended_at', 'managed_by'])
+          .where('id', 'in', orgIds)
+          .execute(),
+      ]);
+      const live = new Set(keys.filter((k) => k.revoked_at === null).map((k) => k.id));
+      const orgOf = new Map(orgs.map((o) => [o.id, o]));
+      for (const e of entries) {
+        const own = orgOf.get(e.key.orgId);
+        const acting = orgOf.get(e.actingOrgId);
+        if (!live.has(e.key.id)) e.end('revoked');
+        else if (e.key.expiresAt && e.key.expiresAt.getTime() <= this.clock().getTime())
+          e.end('expired');
+        else if (!own || own.suspended_at !== null || !acting || acting.suspended_at !== null)
+          e.end('org-suspended');
+        else if (e.actingOrgId !== e.key.orgId && acting.managed_by !== e.key.orgId)
+          e.end('delegation-ended');
+      }
+    } catch (err) {
+      this.log.warn({ err }, 'requests in flight could not be checked against their keys');
+    }
   }
 
   async keyListing<T>(orgId: string, load: () => Promise<T>): Promise<T> {
@@ -272,7 +403,7 @@ export class Authenticator implements AuthEvents {
       for (const [k, t] of this.recentlyRevoked)
         if (now - t > 10 * this.ttlMs) this.recentlyRevoked.delete(k);
       for (const [k, v] of this.keys) if (v.value.id === id) this.keys.delete(k);
-      for (const entry of this.inflight.get(id) ?? []) entry.revoke();
+      for (const entry of this.inflight.get(id) ?? []) entry.end('revoked');
       if (orgId) this.listings.delete(orgId);
     } else if (kind === 'keys') {
       this.listings.delete(id);
@@ -280,6 +411,9 @@ export class Authenticator implements AuthEvents {
       this.orgs.delete(id);
       this.listings.delete(id);
       for (const [k, v] of this.keys) if (v.value.orgId === id) this.keys.delete(k);
+      // Suspended, or no longer managed by the organization a request acts for: the
+      // notice does not say which, so the rows of the requests concerned say it.
+      void this.recheckInFlight(id);
     }
   }
 

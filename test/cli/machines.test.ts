@@ -69,6 +69,8 @@ beforeAll(async () => {
   ({ tp, org, tmp, env } = await startCliBed({
     machinesBridge: net.bridge,
     machinesCidr: await freeMachineCidr(180),
+    // The registry on 127.0.0.1 is trusted explicitly: pulls still go through the guard.
+    trustedRegistries: [registry.host],
   }));
   expect((await api('POST', '/v1/apps', { name: 'site' })).status).toBe(201);
 }, 120_000);

@@ -99,6 +99,75 @@ describe('agent tokens', () => {
     expect(create.body.code).toBe('agent-token-app-scope');
   });
 
+  it('keeps an agent with an app list from attaching or detaching databases and buckets', async () => {
+    const bucket = 'agent-attach-bkt';
+    expect(
+      (await tp.request('POST', '/v1/buckets', { token: org.token, body: { name: bucket } }))
+        .status,
+    ).toBe(201);
+    const limited = await agentToken({ class: 'sandbox', apps: ['agent-web'] });
+    const refused: [string, Record<string, string>][] = [
+      ['attach', { bucket }],
+      ['attach', { database: 'agent-db' }],
+      ['attach', { volume: 'agent-vol' }],
+      ['detach', { bucket }],
+      ['detach', { database: 'agent-db' }],
+    ];
+    for (const [verb, body] of refused) {
+      const res = await tp.request('POST', `/v1/apps/agent-web/${verb}`, {
+        token: limited.token,
+        body,
+      });
+      expect([res.status, res.body.code], `${verb} ${JSON.stringify(body)}`).toEqual([
+        403,
+        'agent-token-app-scope',
+      ]);
+      expect(res.body.error).toContain(`cannot ${verb} the ${Object.keys(body)[0]}`);
+    }
+    // Detaching a volume from its own app takes nothing from outside it: judged allowed
+    // (there is no such volume here, so the service answers).
+    const vol = await tp.request('POST', '/v1/apps/agent-web/detach', {
+      token: limited.token,
+      body: { volume: 'agent-vol' },
+    });
+    expect(vol.status).toBe(404);
+    const audit = await tp.request('GET', `/v1/agent-actions?token=${limited.id}&limit=10`, {
+      token: org.token,
+    });
+    expect(audit.body).toHaveLength(refused.length + 1);
+    expect(audit.body[0]).toMatchObject({ route: '/v1/apps/:name/detach', verdict: 'allowed' });
+    for (const entry of audit.body.slice(1)) {
+      expect(entry).toMatchObject({
+        tokenId: limited.id,
+        method: 'POST',
+        app: 'agent-web',
+        verdict: 'refused',
+        code: 'agent-token-app-scope',
+      });
+    }
+    expect(audit.body.at(-1)).toMatchObject({
+      route: '/v1/apps/:name/attach',
+      path: '/v1/apps/agent-web/attach',
+    });
+    // A sandbox token without an app list attaches and detaches as before.
+    const open = await agentToken({ class: 'sandbox' });
+    const attached = await tp.request('POST', '/v1/apps/agent-web/attach', {
+      token: open.token,
+      body: { bucket },
+    });
+    expect(attached.status, JSON.stringify(attached.body)).toBe(200);
+    const noDb = await tp.request('POST', '/v1/apps/agent-web/attach', {
+      token: open.token,
+      body: { database: 'agent-db' },
+    });
+    expect(noDb.status).toBe(404); // past the judge: there is no such database
+    const detached = await tp.request('POST', '/v1/apps/agent-web/detach', {
+      token: open.token,
+      body: { bucket },
+    });
+    expect(detached.status, JSON.stringify(detached.body)).toBe(200);
+  });
+
   it('refuses routes unknown to the agent rules, and the organization header', async () => {
     const a = await agentToken({ class: 'twin' });
     const unknown = await tp.request('GET', '/v1/probe/unknown-to-agents/agent-web', {

@@ -23,7 +23,12 @@ function slowRoutes(app: FastifyInstance): void {
       const timer = setTimeout(resolve, 10_000);
       signal.addEventListener('abort', () => {
         clearTimeout(timer);
-        reject(new ApiError('unauthenticated', 'The API key was revoked during the request.'));
+        // The reason says why: revoked, expired, or the organization suspended.
+        reject(
+          signal.reason instanceof ApiError
+            ? signal.reason
+            : new ApiError('unauthenticated', 'The API key was revoked during the request.'),
+        );
       });
     });
     return { held: true };
@@ -84,6 +89,53 @@ describe('revocation', () => {
     expect(res.status).toBe(401);
     expect(res.body.code).toBe('unauthenticated');
     expect(Date.now() - started).toBeLessThan(5000);
+  });
+
+  it('rejects a request in flight on this replica when the key is revoked on another', async () => {
+    const key = (
+      await tp.request('POST', '/v1/tokens', { token: org.token, body: { name: 'elsewhere' } })
+    ).body;
+    const held = tp.request('GET', '/v1/probe/hold', { token: key.token });
+    await new Promise((r) => setTimeout(r, 200));
+    const revokedAt = Date.now();
+    expect(
+      (await request(replica.url, 'DELETE', `/v1/tokens/${key.id}`, { token: org.token })).status,
+    ).toBe(204);
+    const res = await held;
+    expect(Date.now() - revokedAt).toBeLessThan(2000);
+    expect([res.status, res.body.code]).toEqual([401, 'unauthenticated']);
+    expect(res.body.error).toMatch(/revoked/);
+  });
+
+  it('rejects a request in flight when its key expires', async () => {
+    const expiresAt = new Date(Date.now() + 1500).toISOString();
+    const key = (
+      await tp.request('POST', '/v1/tokens', {
+        token: org.token,
+        body: { name: 'expiring', expiresAt },
+      })
+    ).body;
+    const res = await tp.request('GET', '/v1/probe/hold', { token: key.token });
+    expect(Date.now() - Date.parse(expiresAt)).toBeLessThan(2000);
+    expect([res.status, res.body.code]).toEqual([401, 'unauthenticated']);
+    expect(res.body.error).toMatch(/expired/);
+  });
+
+  it('rejects a request in flight when its organization is suspended on another replica', async () => {
+    const o = await tp.createOrg();
+    const held = tp.request('GET', '/v1/probe/hold', { token: o.token });
+    await new Promise((r) => setTimeout(r, 200));
+    const suspendedAt = Date.now();
+    expect(
+      (
+        await request(replica.url, 'POST', `/admin/v1/orgs/${o.id}/suspend`, {
+          token: tp.operatorToken,
+        })
+      ).status,
+    ).toBe(200);
+    const res = await held;
+    expect(Date.now() - suspendedAt).toBeLessThan(2000);
+    expect([res.status, res.body.code]).toEqual([403, 'org-suspended']);
   });
 
   it('refuses a revoked key on every replica, even one that had it cached', async () => {

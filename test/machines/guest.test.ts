@@ -3,15 +3,20 @@
  * escape refused, the size cap, the agent rules), and shell sessions over a real
  * WebSocket (a PTY shell with resize, a command on pipes with stdin and exit code, the
  * session list and its audit, the per-machine cap, 426 without an upgrade, the errors
- * of spec 7.6).
+ * of spec 7.6, a session ended when its key is revoked on another replica or expires, or
+ * its organization is suspended).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { spawn } from 'node:child_process';
+import { closeSync, constants, openSync, readdirSync } from 'node:fs';
+import { readdir, readFile } from 'node:fs/promises';
 import WebSocket from 'ws';
 import { procRef } from '../../src/runtime/sandbox/proc.js';
 import { busyboxLayer } from '../../src/runtime/images/build.test-helper.js';
 import { FILE_CAP_BYTES } from '../../src/services/machines/files.js';
 import { MAX_SESSIONS_PER_MACHINE } from '../../src/services/machines/exec-sessions.js';
+import { Authenticator } from '../../src/services/authenticator.js';
+import { revokeKey } from '../../src/services/keys.js';
 import { canRunMachines, startMachineBed, type MachineBed } from './bed.js';
 
 let bed: MachineBed;
@@ -203,6 +208,81 @@ describe.skipIf(!canRunMachines)('machine files', () => {
     expect((await raw('PUT', path, 'x', reader)).json.code).toBe('agent-token-production-readonly');
     const elsewhere = await token({ class: 'sandbox', apps: ['idle'] });
     expect((await raw('GET', path, undefined, elsewhere)).json.code).toBe('agent-token-app-scope');
+  });
+});
+
+/** `p`, or a rejection after `ms`: a request that hangs fails the test instead. */
+function soon<T>(p: Promise<T>, ms = 5000): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`no answer after ${ms} ms`)), ms);
+  });
+  return Promise.race([p, late]).finally(() => clearTimeout(timer));
+}
+
+/** The machine's FIFO, named so that no other process of the host has one like it. */
+const FIFO = '/tmp/pier-files-test-fifo';
+
+/**
+ * Frees whatever waits to open the FIFO (a regression would leave pier's thread pool
+ * blocked): opens its write end from the host, through every process's root, on the
+ * main thread. Nothing is written; ENOENT/ENXIO (nobody waiting) are the normal case.
+ */
+function releaseFifo(): void {
+  for (const pid of readdirSync('/proc').filter((n) => /^\d+$/.test(n))) {
+    try {
+      closeSync(openSync(`/proc/${pid}/root${FIFO}`, constants.O_WRONLY | constants.O_NONBLOCK));
+    } catch {
+      // not this process's, or nobody reads it
+    }
+  }
+}
+
+describe.skipIf(!canRunMachines)('machine files: the kernel’s places and special files', () => {
+  beforeAll(async () => {
+    const script = `busybox mkfifo ${FIFO} && busybox ln -s /proc/1/environ /tmp/env && busybox ln -s /proc /tmp/proc`;
+    const s = await session(id, '?cmd=/bin/sh&cmd=-c&cmd=' + encodeURIComponent(script));
+    expect(await s.exit, s.out[2]).toMatchObject({ code: 0 });
+  });
+
+  it('answers a FIFO at once, five at a time, and pier keeps answering', async () => {
+    const fifo = `/v1/machines/${id}/files${q(FIFO)}`;
+    try {
+      const answers = await soon(Promise.all([1, 2, 3, 4, 5].map(() => raw('GET', fifo))));
+      for (const a of answers) expect([a.status, a.json?.code]).toEqual([422, 'unprocessable']);
+      expect(answers[0]!.json.error).toContain('FIFO');
+      const put = await soon(raw('PUT', fifo, 'x'));
+      expect([put.status, put.json?.code]).toEqual([422, 'unprocessable']);
+      const again = await soon(raw('GET', `/v1/machines/${id}/files${q('/srv/hello.txt')}`));
+      expect([again.status, again.text]).toEqual([200, 'hello\n']);
+      const list = await soon(bed.req('GET', `/v1/machines/${id}/files/list${q('/tmp')}`));
+      const entry = list.body.entries.find((e: { name: string }) => FIFO.endsWith(e.name));
+      expect(entry).toMatchObject({ type: 'other' });
+    } finally {
+      releaseFifo();
+    }
+  });
+
+  it('refuses /proc, /sys and /dev, and links into them, with 403 forbidden', async () => {
+    for (const p of ['/proc/1/environ', '/proc/kallsyms', '/sys/kernel', '/dev/null', '/tmp/env']) {
+      const res = await soon(raw('GET', `/v1/machines/${id}/files${q(p)}`));
+      expect({ p, status: res.status, code: res.json?.code }).toEqual({
+        p,
+        status: 403,
+        code: 'forbidden',
+      });
+      expect(res.text).not.toContain('MODE=test');
+    }
+    for (const p of ['/proc', '/proc/1', '/sys/kernel', '/dev', '/tmp/proc']) {
+      const res = await soon(raw('GET', `/v1/machines/${id}/files/list${q(p)}`));
+      expect({ p, status: res.status, code: res.json?.code }).toEqual({
+        p,
+        status: 403,
+        code: 'forbidden',
+      });
+    }
+    const ok = await raw('GET', `/v1/machines/${id}/files${q('/srv/hello.txt')}`);
+    expect([ok.status, ok.text]).toEqual([200, 'hello\n']);
   });
 });
 
@@ -429,6 +509,104 @@ describe.skipIf(!canRunMachines)('shell sessions', () => {
       endReason: 'platform-restart',
     });
     expect((await bed.req('GET', `/v1/machines/${id}/exec-sessions`)).body).toEqual([]);
+  });
+
+  /** Whether a process runs on the host (inside any machine) with exactly this argv. */
+  async function processRuns(argv: string[]): Promise<boolean> {
+    const want = argv.join('\0') + '\0';
+    for (const pid of await readdir('/proc')) {
+      if (!/^\d+$/.test(pid)) continue;
+      if ((await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '')) === want) return true;
+    }
+    return false;
+  }
+
+  /**
+   * A session running `sleep <unique>` with `token`, once the sleep runs; `ended()` resolves
+   * with the close code, the reason and the error frame the server sent before closing.
+   */
+  async function sleeper(token: string) {
+    const argv = ['/bin/sleep', String(40_000 + Math.floor(Math.random() * 20_000))];
+    const s = await session(id, `?cmd=${argv[0]}&cmd=${argv[1]}`, token);
+    let error: any;
+    s.ws.on('message', (data: Buffer, binary) => {
+      if (!binary && JSON.parse(data.toString()).type === 'error')
+        error = JSON.parse(data.toString());
+    });
+    const closed = new Promise<{ code: number; reason: string; error: any; at: number }>(
+      (resolve) =>
+        s.ws.on('close', (code, reason) =>
+          resolve({ code, reason: reason.toString(), error, at: Date.now() }),
+        ),
+    );
+    await expect.poll(() => processRuns(argv), { timeout: 5000 }).toBe(true);
+    /** The close, or a failure if the session is still open `ms` after it is asked for. */
+    const ended = (ms = 6000) => {
+      let timer: NodeJS.Timeout | undefined;
+      const late = new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`session still open after ${ms} ms`)), ms);
+      });
+      return Promise.race([closed, late]).finally(() => clearTimeout(timer));
+    };
+    return { s, argv, ended };
+  }
+
+  async function endReasonOf(keyId: string): Promise<string | undefined> {
+    const all = (await bed.req('GET', `/v1/machines/${id}/exec-sessions?all=true`)).body;
+    return all.find((x: { keyId: string }) => x.keyId === keyId)?.endReason;
+  }
+
+  it('ends a session within moments when its key is revoked on another replica', async () => {
+    const key = (await bed.req('POST', '/v1/tokens', { name: 'shell' })).body;
+    const { argv, ended } = await sleeper(key.token);
+    // Replica B: its own authenticator on the same database, revoking as its DELETE
+    // /v1/tokens/:id does. This replica hears of it only through NOTIFY.
+    const other = new Authenticator(
+      bed.tp.platform.ctx.db,
+      () => new Date(),
+      bed.tp.platform.ctx.log,
+    );
+    const revokedAt = Date.now();
+    await revokeKey({ ...bed.tp.platform.ctx, auth: other }, bed.org.id, key.id);
+    const end = await ended();
+    expect(end.at - revokedAt).toBeLessThan(2000);
+    expect([end.code, end.reason]).toEqual([1008, 'revoked']);
+    expect(end.error).toMatchObject({ type: 'error', code: 'unauthenticated', reason: 'revoked' });
+    await expect.poll(() => processRuns(argv), { timeout: 2000 }).toBe(false);
+    await expect.poll(() => endReasonOf(key.id), { timeout: 2000 }).toBe('revoked');
+  });
+
+  it('ends a session when its key expires, an agent token too', async () => {
+    const expiresAt = new Date(Date.now() + 2500).toISOString();
+    const key = (
+      await bed.req('POST', '/v1/tokens', {
+        name: 'short',
+        expiresAt,
+        agent: { class: 'sandbox', apps: ['box'] },
+      })
+    ).body;
+    const { argv, ended } = await sleeper(key.token);
+    const end = await ended();
+    expect(end.at - Date.parse(expiresAt)).toBeLessThan(2000);
+    expect([end.code, end.reason]).toEqual([1008, 'expired']);
+    expect(end.error).toMatchObject({ code: 'unauthenticated', reason: 'expired' });
+    await expect.poll(() => processRuns(argv), { timeout: 2000 }).toBe(false);
+    await expect.poll(() => endReasonOf(key.id), { timeout: 2000 }).toBe('expired');
+  });
+
+  it('ends a session when its organization is suspended', async () => {
+    const key = (await bed.req('POST', '/v1/tokens', { name: 'suspended' })).body;
+    const { argv, ended } = await sleeper(key.token);
+    try {
+      expect((await bed.tp.admin('POST', `/admin/v1/orgs/${bed.org.id}/suspend`)).status).toBe(200);
+      const end = await ended();
+      expect([end.code, end.reason]).toEqual([1008, 'org-suspended']);
+      expect(end.error).toMatchObject({ code: 'org-suspended' });
+    } finally {
+      await bed.tp.admin('POST', `/admin/v1/orgs/${bed.org.id}/unsuspend`);
+    }
+    await expect.poll(() => processRuns(argv), { timeout: 2000 }).toBe(false);
+    await expect.poll(() => endReasonOf(key.id), { timeout: 2000 }).toBe('org-suspended');
   });
 
   it('limits session starts to 120 a minute per organization, with Retry-After', async () => {

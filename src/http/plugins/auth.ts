@@ -23,13 +23,17 @@ import type {
 import { neededScopeSentence, scopesCover } from '../../services/scopes.js';
 import type { Clock } from '../../services/context.js';
 import type { Db } from '../../store/db.js';
+import { redactUrl } from './redact.js';
 import type { RouteAuth } from '../route-auth.js';
 
 export interface Principal {
   key: AuthenticatedKey;
   /** The organization the request acts as (the managed one under delegation). */
   orgId: string;
-  /** Aborted when the key is revoked while the request runs. */
+  /**
+   * Aborted when the key is revoked or expires while the request runs, or the
+   * organization is suspended, on any replica; its reason is an `AuthEnded`.
+   */
   readonly signal: AbortSignal;
 }
 
@@ -126,8 +130,11 @@ function admit(req: FastifyRequest, rule: RouteAuth, found: Resolved, deps: Auth
     orgId,
     get signal() {
       if (!tracked) {
-        tracked = deps.authenticator.track(key.id);
-        req.raw.once('close', tracked.done);
+        tracked = deps.authenticator.track(key, orgId);
+        // A WebSocket (a shell session) lives as long as its connection, not its request.
+        const lifetime = req.raw.headers.upgrade ? req.raw.socket : req.raw;
+        if (lifetime.destroyed) tracked.done();
+        else lifetime.once('close', tracked.done);
       }
       return tracked.signal;
     },
@@ -195,10 +202,12 @@ async function judgeAgentRequest(
 ): Promise<void> {
   const p = req.principal!;
   const appName = rule.app?.(req) ?? (await rule.appOf?.(req, p.orgId));
+  const widens = rule.widens?.(req);
   const code = judgeAgent(p.key.agent!, {
     rule: rule.agent,
     app: appName,
     usesOrgHeader: req.agentUsedOrgHeader,
+    widens,
   });
   try {
     await recordAgentAction(deps.db, {
@@ -206,7 +215,8 @@ async function judgeAgentRequest(
       tokenId: p.key.id,
       method: req.method,
       route,
-      path: req.url,
+      // Admins read the audit back: no presigned signature or token in a query survives.
+      path: redactUrl(req.url),
       app: appName,
       code,
       requestId: req.id,
@@ -215,6 +225,18 @@ async function judgeAgentRequest(
   } catch (err) {
     req.log.error({ err }, 'agent audit write failed');
     if (!code) throw new ApiError('agent-audit-unavailable');
+  }
+  // The app is one of the token's, but the request would widen what it reaches.
+  if (
+    code === 'agent-token-app-scope' &&
+    widens &&
+    appName &&
+    p.key.agent!.apps?.includes(appName)
+  ) {
+    throw new ApiError(
+      code,
+      `An agent token limited to some apps cannot ${widens}: it is the organization's, not the app's, and an attachment hands the app its credentials or data.`,
+    );
   }
   if (code) throw new ApiError(code);
 }

@@ -1,7 +1,8 @@
 /**
- * Request ids, request metrics and the `/metrics` and `/healthz` routes. Each request
- * gets an id (a sane incoming `X-Request-Id` is kept), which is on every log line of
- * the request and returned as a header.
+ * Request ids, request metrics and the `/metrics` (operator token) and `/healthz` routes.
+ * Each request gets an id (a sane incoming `X-Request-Id` is kept), which is on every log
+ * line of the request and returned as a header. What those log lines may hold is decided
+ * in `redact.ts`.
  */
 import { randomBytes } from 'node:crypto';
 import type { FastifyInstance, onResponseHookHandler } from 'fastify';
@@ -74,9 +75,21 @@ export function installObservability(app: FastifyInstance, registry: Registry): 
     done();
   });
 
-  app.get('/healthz', { config: { auth: 'public' }, logLevel: 'warn' }, async () => ({ ok: true }));
-  app.get('/metrics', { config: { auth: 'public' }, logLevel: 'warn' }, async (_req, reply) => {
-    reply.type(registry.contentType);
-    return registry.metrics();
+  // Registered as a plugin, so the routes are added when plugins load: after every
+  // onRoute hook of the app (auth's among them) is in place, whatever the install order.
+  // Added at once, `/metrics` would miss the operator check that its auth row asks for.
+  void app.register(async (scope) => {
+    scope.get('/healthz', { config: { auth: 'public' }, logLevel: 'warn' }, async () => ({
+      ok: true,
+    }));
+    // Metrics name routes, apps' traffic and the process's state: the operator's only.
+    scope.get(
+      '/metrics',
+      { config: { auth: 'operator' }, logLevel: 'warn' },
+      async (_req, reply) => {
+        reply.type(registry.contentType);
+        return registry.metrics();
+      },
+    );
   });
 }

@@ -65,6 +65,18 @@ function classify(err: unknown): S3Failure | undefined {
   return undefined;
 }
 
+/**
+ * On every answer of the gateway, errors included. The gateway shares its origin with the
+ * API and the console (path-style under `/s3`), so a stored HTML or SVG object opened in a
+ * browser must not run as that origin: `sandbox` makes it an opaque origin without
+ * script (no access to the console's cookies or storage), and `nosniff` keeps browsers
+ * from reading a `text/plain` or octet-stream object as HTML or script.
+ */
+export const SANDBOX_HEADERS = {
+  'x-content-type-options': 'nosniff',
+  'content-security-policy': 'sandbox',
+} as const;
+
 export function sendS3Error(
   req: FastifyRequest,
   reply: FastifyReply,
@@ -90,6 +102,7 @@ export function sendS3Error(
   };
   reply
     .code(failure.status)
+    .headers(SANDBOX_HEADERS)
     .header('content-type', 'application/xml')
     .header('x-amz-request-id', req.id);
   // HEAD answers carry no body; clients read the status alone.

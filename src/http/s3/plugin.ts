@@ -14,7 +14,7 @@ import {
   handleLocation,
 } from './buckets.js';
 import { decorateActual, handlePreflight } from './cors.js';
-import { sendS3Error } from './errors.js';
+import { SANDBOX_HEADERS, sendS3Error } from './errors.js';
 import {
   handleAbort,
   handleComplete,
@@ -140,6 +140,11 @@ export async function s3Gateway(app: FastifyInstance, ctx: ServiceContext): Prom
       gw.removeAllContentTypeParsers();
       gw.addContentTypeParser('*', (_req, _payload, done) => done(null, undefined));
 
+      // Objects never run script as the API's (and console's) origin; see SANDBOX_HEADERS.
+      gw.addHook('onRequest', (_req, reply, done) => {
+        reply.headers(SANDBOX_HEADERS);
+        done();
+      });
       gw.setErrorHandler((err, req, reply) => sendS3Error(req, reply, err, safeResource(req)));
       gw.setNotFoundHandler((req, reply) =>
         sendS3Error(

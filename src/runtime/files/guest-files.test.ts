@@ -2,12 +2,31 @@
  * Files of a machine through a root directory: reading, writing and listing inside it,
  * symlinks followed as the machine would follow them, and every way out refused.
  */
-import { mkdir, mkdtemp, readFile, rm, stat, symlink, writeFile } from 'node:fs/promises';
+import { execFileSync } from 'node:child_process';
+import { closeSync, constants, openSync } from 'node:fs';
+import {
+  lstat,
+  mkdir,
+  mkdtemp,
+  open,
+  readFile,
+  rm,
+  stat,
+  symlink,
+  writeFile,
+} from 'node:fs/promises';
+import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Readable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { PathError, PathEscapeError } from './confined.js';
+import {
+  openRegular,
+  PathError,
+  PathEscapeError,
+  ProtectedPathError,
+  SpecialFileError,
+} from './confined.js';
 import { FileTooLargeError, GuestFiles } from './guest-files.js';
 
 let base: string;
@@ -116,5 +135,154 @@ describe('listing', () => {
     expect((await files.list('/')).map((e) => e.name)).toContain('etc');
     expect((await files.list('/data/rel')).map((e) => e.name)).toEqual(['hostname']);
     await expect(files.list('/data/climb')).rejects.toBeInstanceOf(PathEscapeError);
+  });
+});
+
+/** `p`, or a rejection after `ms`: a regression that blocks fails instead of hanging. */
+function soon<T>(p: Promise<T>, ms = 2000): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`still waiting after ${ms} ms`)), ms);
+  });
+  return Promise.race([p, late]).finally(() => clearTimeout(timer));
+}
+
+describe('special files and the kernel’s places', () => {
+  let server: Server;
+  const fifo = () => path.join(root, 'tmp/fifo');
+
+  beforeAll(async () => {
+    await mkdir(path.join(root, 'tmp'), { recursive: true });
+    execFileSync('mkfifo', [fifo()]);
+    server = createServer();
+    await new Promise<void>((resolve) => server.listen(path.join(root, 'tmp/sock'), resolve));
+    // What the machine's own /proc would hold, so that a reach into it would succeed.
+    await mkdir(path.join(root, 'proc/1'), { recursive: true });
+    await writeFile(path.join(root, 'proc/1/environ'), 'SECRET=machine\n');
+    await mkdir(path.join(root, 'sys/kernel'), { recursive: true });
+    await writeFile(path.join(root, 'sys/kernel/notes'), 'kernel\n');
+    await mkdir(path.join(root, 'dev'), { recursive: true });
+    await writeFile(path.join(root, 'dev/null'), 'not a device\n');
+    await symlink('/proc/self/environ', path.join(root, 'tmp/env'));
+    await symlink('../proc/1/environ', path.join(root, 'tmp/rel-env'));
+    await symlink('/proc', path.join(root, 'tmp/proc'));
+    await symlink('/', path.join(root, 'tmp/top'));
+    await writeFile(path.join(root, 'tmp/plain'), 'plain\n');
+  });
+
+  afterAll(async () => {
+    // A regression leaves opens of the FIFO blocked in the thread pool: a writer frees them.
+    try {
+      closeSync(openSync(fifo(), constants.O_WRONLY | constants.O_NONBLOCK));
+    } catch {
+      // ENXIO: nobody is waiting on it, as it should be.
+    }
+    await new Promise((resolve) => server?.close(resolve));
+  });
+
+  it('refuses to read a FIFO at once, and the thread pool stays free', async () => {
+    for (let i = 0; i < 10; i++) {
+      await expect(soon(text('/tmp/fifo'))).rejects.toMatchObject({
+        name: 'SpecialFileError',
+        kind: 'FIFO',
+      });
+    }
+    // Ten blocked opens would hold every thread of libuv's pool (4): this would wait.
+    expect(await soon(readFile(path.join(root, 'tmp/plain'), 'utf8'))).toBe('plain\n');
+    await expect(soon(files.list('/tmp/fifo'))).rejects.toMatchObject({ code: 'ENOTDIR' });
+  });
+
+  it('refuses sockets and devices without opening them', async () => {
+    await expect(soon(text('/tmp/sock'))).rejects.toMatchObject({
+      name: 'SpecialFileError',
+      kind: 'socket',
+    });
+    // The host's /dev as a root: /null is a character device, looked at through O_PATH.
+    const dev = await GuestFiles.atDir('/dev');
+    try {
+      const read = dev.read('/null', 10).then(() => 'read');
+      await expect(soon(read)).rejects.toMatchObject({ kind: 'character device' });
+    } finally {
+      await dev.close();
+    }
+  });
+
+  it('refuses /proc, /sys and /dev as the machine resolves them, links included', async () => {
+    for (const p of [
+      '/proc/1/environ',
+      '/sys/kernel/notes',
+      '/dev/null',
+      '/tmp/env',
+      '/tmp/rel-env',
+      '/tmp/proc/1/environ',
+      '/tmp/top/proc/1/environ',
+      '/tmp/../proc/1/environ',
+    ]) {
+      await expect(soon(text(p)), p).rejects.toBeInstanceOf(ProtectedPathError);
+    }
+    for (const p of ['/proc', '/proc/1', '/sys/kernel', '/dev', '/tmp/proc']) {
+      await expect(soon(files.list(p)), p).rejects.toBeInstanceOf(ProtectedPathError);
+    }
+  });
+
+  it('refuses whatever sits on a pseudo file system, wherever it is mounted', async () => {
+    // The host's /proc and /sys as roots stand for a proc or sysfs mounted anywhere.
+    const proc = await GuestFiles.atDir('/proc');
+    const sys = await GuestFiles.atDir('/sys');
+    try {
+      await expect(soon(proc.read('/version', 1 << 20))).rejects.toMatchObject({
+        name: 'ProtectedPathError',
+        fsType: 'proc',
+      });
+      await expect(soon(proc.read('/self/environ', 1 << 20))).rejects.toMatchObject({
+        fsType: 'proc',
+      });
+      await expect(soon(proc.list('/'))).rejects.toMatchObject({ fsType: 'proc' });
+      await expect(soon(sys.list('/kernel'))).rejects.toMatchObject({ fsType: 'sysfs' });
+    } finally {
+      await proc.close();
+      await sys.close();
+    }
+    // A file of a pseudo file system in an ordinary directory (a bind mount) is refused
+    // after its O_PATH handle is looked at, before it is opened.
+    const dir = await open('/proc', constants.O_RDONLY | constants.O_DIRECTORY);
+    try {
+      await expect(soon(openRegular(dir, 'version', '/x/version'))).rejects.toMatchObject({
+        fsType: 'proc',
+      });
+    } finally {
+      await dir.close();
+    }
+  });
+
+  it('never writes over a FIFO or socket, nor into the kernel’s places', async () => {
+    await expect(
+      soon(files.write('/tmp/fifo', bytes('x'), { ...owner, cap: 100 })),
+    ).rejects.toBeInstanceOf(SpecialFileError);
+    expect((await lstat(fifo())).isFIFO()).toBe(true);
+    await expect(
+      soon(files.write('/tmp/sock', bytes('x'), { ...owner, cap: 100 })),
+    ).rejects.toBeInstanceOf(SpecialFileError);
+    for (const p of ['/proc/1/new', '/proc/2/new', '/sys/x', '/dev/x', '/tmp/proc/1/new']) {
+      await expect(
+        soon(files.write(p, bytes('x'), { ...owner, cap: 100 })),
+        p,
+      ).rejects.toBeInstanceOf(ProtectedPathError);
+    }
+    await expect(stat(path.join(root, 'proc/1/new'))).rejects.toMatchObject({ code: 'ENOENT' });
+    await expect(stat(path.join(root, 'proc/2'))).rejects.toMatchObject({ code: 'ENOENT' });
+    await expect(stat(path.join(root, 'dev/x'))).rejects.toMatchObject({ code: 'ENOENT' });
+  });
+
+  it('still reads, lists and writes ordinary files, directories and links', async () => {
+    expect(await text('/tmp/plain')).toBe('plain\n');
+    const byName = Object.fromEntries((await files.list('/tmp')).map((e) => [e.name, e]));
+    expect(byName.fifo).toMatchObject({ type: 'other' });
+    expect(byName.env).toMatchObject({ type: 'symlink', target: '/proc/self/environ' });
+    expect((await files.list('/')).map((e) => e.name)).toEqual(
+      expect.arrayContaining(['proc', 'sys', 'dev', 'tmp']),
+    );
+    await files.write('/tmp/top/tmp/made', bytes('made'), { ...owner, cap: 100 });
+    expect(await text('/tmp/made')).toBe('made');
   });
 });

@@ -2,11 +2,22 @@
  * Reading, writing and listing files of a running machine from the host (spec 4.9
  * files routes), every path confined to the machine's root by `confined.ts`. The root is
  * `/proc/<pid>/root` of a process of the machine, so the files are the machine's own
- * view: its overlay, its volumes and its `/tmp`.
+ * view: its overlay, its volumes and its `/tmp`. `/proc`, `/sys`, `/dev` and whatever
+ * sits on a pseudo file system are refused, and so is every file that is neither regular
+ * nor a directory (see confined.ts); nothing here can block on a FIFO or open a device.
  */
 import { constants, type ReadStream } from 'node:fs';
 import { lstat, open, readdir, readlink, rename, rm, type FileHandle } from 'node:fs/promises';
-import { at, openDir, PathError, resolveParent } from './confined.js';
+import {
+  at,
+  openDir,
+  openRegular,
+  PathError,
+  refusePseudo,
+  resolveParent,
+  SpecialFileError,
+  specialKind,
+} from './confined.js';
 
 const { O_RDONLY, O_WRONLY, O_CREAT, O_EXCL, O_NOFOLLOW, O_DIRECTORY } = constants;
 
@@ -56,23 +67,20 @@ export class GuestFiles {
 
   /**
    * A stream of the regular file at `path` and its size; throws FileTooLargeError past
-   * `cap` bytes. Symlinks on the way, and the file's own, are followed inside the root.
+   * `cap` bytes, SpecialFileError for a FIFO, socket or device (at once, never blocking),
+   * ProtectedPathError in the kernel's places. Symlinks on the way, and the file's own,
+   * are followed inside the root.
    */
   async read(path: string, cap: number): Promise<{ size: number; stream: ReadStream }> {
     const { parent, name } = await resolveParent(this.root, path);
     try {
       if (name === undefined) throw new PathError('EISDIR', `${path} is a directory`);
-      const file = await open(at(parent, name), O_RDONLY | O_NOFOLLOW).catch(pathError(path));
-      const st = await file.stat();
-      if (!st.isFile()) {
+      const { file, stats } = await openRegular(parent, name, path);
+      if (stats.size > cap) {
         await file.close();
-        throw new PathError('EISDIR', `${path} is not a regular file`);
+        throw new FileTooLargeError(stats.size, cap);
       }
-      if (st.size > cap) {
-        await file.close();
-        throw new FileTooLargeError(st.size, cap);
-      }
-      return { size: st.size, stream: file.createReadStream({ autoClose: true }) };
+      return { size: stats.size, stream: file.createReadStream({ autoClose: true }) };
     } finally {
       await parent.close();
     }
@@ -98,6 +106,10 @@ export class GuestFiles {
       if (name === undefined) throw new PathError('EISDIR', `${path} is a directory`);
       const existing = await lstat(at(parent, name)).catch(() => undefined);
       if (existing?.isDirectory()) throw new PathError('EISDIR', `${path} is a directory`);
+      // A FIFO, socket or device is never replaced (nor opened: the bytes go to a new file).
+      if (existing && !existing.isFile() && !existing.isSymbolicLink()) {
+        throw new SpecialFileError(path, specialKind(existing));
+      }
       const file = await open(
         at(parent, temp),
         O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW,
@@ -131,7 +143,10 @@ export class GuestFiles {
     const { parent, name } = await resolveParent(this.root, path);
     let dir: FileHandle = parent;
     try {
-      if (name !== undefined) dir = await openDir(at(parent, name), path);
+      if (name !== undefined) {
+        dir = await openDir(at(parent, name), path);
+        await refusePseudo(dir, path);
+      }
       const names = await readdir(`/proc/self/fd/${dir.fd}`);
       const entries: DirEntry[] = [];
       for (const n of names.sort()) {
@@ -164,13 +179,4 @@ export class GuestFiles {
       await parent.close();
     }
   }
-}
-
-/** Turns the errors of opening a resolved file into PathErrors. */
-function pathError(path: string) {
-  return (err: NodeJS.ErrnoException): never => {
-    if (err.code === 'ENOENT') throw new PathError('ENOENT', `${path}: no such file`);
-    if (err.code === 'ELOOP') throw new PathError('ELOOP', `${path}: changed while being opened`);
-    throw err;
-  };
 }

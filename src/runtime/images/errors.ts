@@ -11,6 +11,9 @@
  * - `unauthorized`: the registry (or its token service) refused our credentials, or we have none.
  * - `unreachable`: DNS, connection, timeout, 429 or 5xx: trying again later may work.
  * - `digest-mismatch`: bytes did not hash to the digest (or size) that named them.
+ * - `refused`: the registry, its token realm or a redirect resolves to an address pier may
+ *   not reach for a customer (loopback, private, link-local, metadata: the outbound guard);
+ *   an operator can allow it (PIER_ALLOW_PRIVATE_TARGETS=1, PIER_TRUSTED_REGISTRIES).
  * - `unsupported`: schema 1, an unknown media type, no manifest for this platform, zstd
  *   layers, or a layer that tries to write outside its root.
  */
@@ -20,6 +23,7 @@ export type ImageErrorCode =
   | 'unauthorized'
   | 'unreachable'
   | 'digest-mismatch'
+  | 'refused'
   | 'unsupported';
 
 /** An image pull failure with a closed `code` and a human sentence as its message. */

@@ -1,7 +1,11 @@
 /**
  * The registry client against a small fake registry (http.createServer speaking the parts
  * of the v2 protocol a pull uses), for what a real registry will not do on demand:
- * challenges of every kind, schema 1, wrong bytes, silence, 5xx, and redirects.
+ * challenges of every kind, schema 1, wrong bytes, silence, 5xx, redirects, and the
+ * outbound guard (an untrusted registry, token realm or redirect target on loopback).
+ *
+ * The fakes listen on 127.0.0.1, which the guard refuses: a store trusts the fakes that
+ * were serving when it was made, by host:port (as PIER_TRUSTED_REGISTRIES would).
  */
 import { randomBytes } from 'node:crypto';
 import { mkdtemp, readdir, rm } from 'node:fs/promises';
@@ -9,7 +13,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { buildImage, type BuiltImage } from './build.test-helper.js';
+import { OutboundGuard } from '../../host/outbound-guard.js';
 import { fakeRegistry, type Fake, type Handler } from './fake-registry.test-helper.js';
+import type { FetchLike } from './http.js';
 import { ImageError, ImageStore, type ImageStoreOptions } from './index.js';
 
 let work: string;
@@ -36,9 +42,11 @@ async function serve(img: BuiltImage | undefined, handler?: Handler): Promise<Fa
   return s;
 }
 
+/** A store trusting every fake serving now (unless `opts.guard` says otherwise). */
 async function newStore(opts: Partial<ImageStoreOptions> = {}) {
   const dir = await mkdtemp(path.join(work, 'store-'));
-  return { store: new ImageStore({ dir, ...opts }), dir };
+  const guard = new OutboundGuard({ trusted: servers.map((s) => s.host) });
+  return { store: new ImageStore({ dir, guard, ...opts }), dir };
 }
 
 async function failure(p: Promise<unknown>): Promise<ImageError> {
@@ -100,9 +108,10 @@ describe('authentication', () => {
       return true;
     });
     const contacted: string[] = [];
-    const spy: typeof fetch = (input, init) => {
-      contacted.push(new URL(input instanceof Request ? input.url : input).host);
-      return fetch(input, init);
+    const guard = new OutboundGuard({ trusted: [registry.host] });
+    const spy: FetchLike = (url, init) => {
+      contacted.push(url.host);
+      return guard.fetch(url, init);
     };
     const { store } = await newStore({
       fetch: spy,
@@ -154,7 +163,8 @@ describe('what registries answer', () => {
         .end(body);
       return true;
     });
-    expect((await failure(store.pull(`${chart.host}/app:1`))).code).toBe('unsupported');
+    const later = await newStore(); // trusts the fake served since
+    expect((await failure(later.store.pull(`${chart.host}/app:1`))).code).toBe('unsupported');
   });
 
   it('says unreachable for 5xx, 429 and silence', async () => {
@@ -293,5 +303,91 @@ describe('aborting', () => {
     expect((err as DOMException).name).toBe('AbortError');
     await new Promise((r) => setTimeout(r, 100));
     expect(await readdir(path.join(dir, 'blobs/tmp'))).toEqual([]);
+  });
+});
+
+describe('the outbound guard', () => {
+  const loopback =
+    /127\.0\.0\.1 is a loopback address; an operator can allow it with PIER_ALLOW_PRIVATE_TARGETS=1 or PIER_TRUSTED_REGISTRIES/;
+
+  it('refuses a registry on loopback that is not trusted, before connecting', async () => {
+    const s = await serve(image);
+    const { store } = await newStore({ guard: new OutboundGuard() });
+    const err = await failure(store.pull(`${s.host}/app:1`));
+    expect(err.code).toBe('refused');
+    expect(err.message).toMatch(loopback);
+    expect(err.message).toContain(s.host);
+    expect(s.requests).toEqual([]);
+    // Another port of the same address is another registry: trusting one trusts only it.
+    const other = await serve(image);
+    const trustsOther = await newStore({ guard: new OutboundGuard({ trusted: [other.host] }) });
+    expect((await failure(trustsOther.store.pull(`${s.host}/app:1`))).code).toBe('refused');
+    expect(s.requests).toEqual([]);
+  });
+
+  it('lets the same registry through when trusted, or when private targets are allowed', async () => {
+    const s = await serve(image);
+    const trusted = await newStore({ guard: new OutboundGuard({ trusted: [s.host] }) });
+    expect((await trusted.store.pull(`${s.host}/app:1`)).digest).toBe(image.top.digest);
+    const open = await newStore({ guard: new OutboundGuard({ allowPrivate: true }) });
+    expect((await open.store.pull(`${s.host}/app:1`)).digest).toBe(image.top.digest);
+  });
+
+  it('refuses a token realm on a private address, and sends it no credentials', async () => {
+    const realm = await serve(undefined, (_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json' }).end('{"token":"t"}');
+      return true;
+    });
+    for (const realmUrl of [
+      `${realm.url}/token`,
+      `http://localhost:${realm.url.split(':')[2]}/token`,
+    ]) {
+      const registry = await serve(image, (req, res) => {
+        if (req.headers.authorization === 'Bearer t') return false;
+        res.writeHead(401, { 'www-authenticate': `Bearer realm="${realmUrl}"` }).end();
+        return true;
+      });
+      const { store } = await newStore({
+        guard: new OutboundGuard({ trusted: [registry.host] }),
+        credentials: () => ({ username: 'u', password: 'p' }),
+      });
+      const err = await failure(store.pull(`${registry.host}/app:1`));
+      expect(err.code).toBe('refused');
+      expect(err.message).toMatch(/is a loopback address/);
+      expect(realm.requests).toEqual([]);
+    }
+    // Trusted too, the realm answers and the pull works.
+    const registry = await serve(image, (req, res) => {
+      if (req.headers.authorization === 'Bearer t') return false;
+      res.writeHead(401, { 'www-authenticate': `Bearer realm="${realm.url}/token"` }).end();
+      return true;
+    });
+    const { store } = await newStore({
+      guard: new OutboundGuard({ trusted: [registry.host, realm.host] }),
+    });
+    expect((await store.pull(`${registry.host}/app:1`)).digest).toBe(image.top.digest);
+    expect(realm.requests).toHaveLength(1);
+  });
+
+  it('checks every redirect hop: a blob redirect to an untrusted address is refused', async () => {
+    const cdn = await serve(image);
+    const registry = await serve(image, (req, res) => {
+      if (!req.url?.includes('/blobs/')) return false;
+      res.writeHead(307, { location: `${cdn.url}${req.url}` }).end();
+      return true;
+    });
+    const refused = await newStore({ guard: new OutboundGuard({ trusted: [registry.host] }) });
+    const err = await failure(refused.store.pull(`${registry.host}/app:1`));
+    expect(err.code).toBe('refused');
+    expect(err.message).toMatch(loopback);
+    expect(err.message).toContain(cdn.host);
+    expect(cdn.requests).toEqual([]);
+    expect(await readdir(path.join(refused.dir, 'roots'))).toEqual([]);
+
+    const both = await newStore({
+      guard: new OutboundGuard({ trusted: [registry.host, cdn.host] }),
+    });
+    expect((await both.store.pull(`${registry.host}/app:1`)).digest).toBe(image.top.digest);
+    expect(cdn.requests.length).toBeGreaterThan(0);
   });
 });

@@ -3,6 +3,12 @@
  * followed, and how slow or dead peers turn into ImageError('unreachable').
  *
  * Rules:
+ * - Every request, and every redirect hop, goes through the outbound guard
+ *   (host/outbound-guard.ts, given to the ImageStore by the platform): it resolves the
+ *   host, refuses loopback, private, link-local and metadata addresses unless the operator
+ *   allows them (PIER_ALLOW_PRIVATE_TARGETS=1) or trusts the registry
+ *   (PIER_TRUSTED_REGISTRIES), and connects to the addresses it checked. A refusal is
+ *   ImageError('refused'). This covers the registry, its token realm and blob redirects.
  * - Plain HTTP only to loopback hosts (a local registry in tests or on the host itself);
  *   everything else is HTTPS.
  * - Redirects are followed by hand (at most 5) and only to the same scheme: registries
@@ -14,6 +20,7 @@
  *   on a slow but live connection still finishes). The caller's AbortSignal aborts at once
  *   and its reason is rethrown as is: giving up is not an image error.
  */
+import { OutboundRefused } from '../../host/outbound-guard.js';
 import { ImageError } from './errors.js';
 
 const MAX_REDIRECTS = 5;
@@ -59,9 +66,24 @@ export class IdleTimer {
   }
 }
 
+/**
+ * How the transport sends one request (no redirects followed): the guard's fetch in
+ * production (`OutboundGuard.fetch`); the global fetch fits too, for tests that fail on
+ * purpose before any connection.
+ */
+export type FetchLike = (
+  url: URL,
+  init: {
+    method: string;
+    headers: Record<string, string>;
+    redirect: 'manual';
+    signal: AbortSignal;
+  },
+) => Promise<Response>;
+
 /** What the transport needs from its owner. */
 export interface TransportOptions {
-  fetch: typeof fetch;
+  fetch: FetchLike;
   timeoutMs: number;
   signal?: AbortSignal;
 }
@@ -152,6 +174,7 @@ export function translate(
 ): unknown {
   if (err instanceof ImageError) return err;
   if (callerSignal?.aborted) return callerSignal.reason;
+  if (err instanceof OutboundRefused) return new ImageError('refused', err.message, { cause: err });
   if (ownSignal?.aborted && ownSignal.reason instanceof TimedOut) {
     return new ImageError('unreachable', `${url.host} did not answer in time.`, { cause: err });
   }

@@ -13,9 +13,11 @@
  * and unpack; a layer shared by two images is downloaded once.
  */
 import { mkdir } from 'node:fs/promises';
+import type { OutboundGuard } from '../../host/outbound-guard.js';
 import type { Credentials } from './auth.js';
 import { BlobCache, type BlobProgress } from './blob-cache.js';
 import { ImageError } from './errors.js';
+import { type FetchLike } from './http.js';
 import { ImageBuilder } from './image-builder.js';
 import type { ImageConfig } from './image-config.js';
 import { assertSha256, parseManifest } from './manifest.js';
@@ -31,8 +33,17 @@ export interface ImageStoreOptions {
   /** Where blobs, roots and records live; created (0700) when missing. */
   dir: string;
   log?: { info(obj: object, msg: string): void; warn(obj: object, msg: string): void };
-  /** The fetch to use (tests count requests through it). Defaults to the global fetch. */
-  fetch?: typeof fetch;
+  /**
+   * The outbound guard every registry request goes through (registry, token realm,
+   * redirects): built by the platform from PIER_ALLOW_PRIVATE_TARGETS and
+   * PIER_TRUSTED_REGISTRIES. Required, so that no store can pull unguarded by accident.
+   */
+  guard: OutboundGuard;
+  /**
+   * The transport in place of `guard.fetch`: tests only (to count or fail requests; those
+   * that connect wrap `guard.fetch`, so the guard still runs).
+   */
+  fetch?: FetchLike;
   /** Credentials for a registry host (`docker.io`, `ghcr.io`, `localhost:5000`), if any. */
   credentials?: (registry: string) => Credentials | undefined;
   /** How long a registry may stay silent before a request fails as `unreachable`. 30 s. */
@@ -69,7 +80,7 @@ export class ImageStore {
   private readonly records: ImageRecords;
   private readonly roots: RootDirs;
   private readonly host = hostPlatform();
-  private readonly fetchFn: typeof fetch;
+  private readonly fetchFn: FetchLike;
   private readonly timeoutMs: number;
   private readonly builder: ImageBuilder;
   private readonly clients = new Map<string, RegistryClient>();
@@ -83,7 +94,7 @@ export class ImageStore {
     this.blobs = new BlobCache(opts.dir);
     this.records = new ImageRecords(opts.dir);
     this.roots = new RootDirs(opts.dir);
-    this.fetchFn = opts.fetch ?? fetch;
+    this.fetchFn = opts.fetch ?? ((url, init) => opts.guard.fetch(url, init));
     this.timeoutMs = opts.timeoutMs ?? 30_000;
     this.builder = new ImageBuilder({
       blobs: this.blobs,

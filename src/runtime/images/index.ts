@@ -4,7 +4,8 @@
  *
  * How it fits together:
  * - reference.ts parses references (Docker Hub defaults); registry-client.ts speaks the
- *   API over http.ts (loopback-only plain HTTP, same-scheme redirects, idle timeouts) and
+ *   API over http.ts (every hop through the outbound guard the store is given,
+ *   loopback-only plain HTTP, same-scheme redirects, idle timeouts) and
  *   auth.ts (Bearer/Basic challenges); manifest.ts and platform.ts read manifests and pick
  *   this host's image from an index.
  * - blob-cache.ts keeps verified blobs by digest; image-builder.ts downloads and unpacks;

@@ -11,6 +11,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import { freePort } from '../../../test/helpers/registry.js';
+import { OutboundGuard } from '../../host/outbound-guard.js';
 import { busyboxLayer } from './build.test-helper.js';
 import { hostPlatform } from './platform.js';
 import { leftovers, rejection, useRegistry } from './store.test-helper.js';
@@ -222,7 +223,9 @@ describe('hostile and broken images', () => {
 
   it('says unreachable for a registry nobody listens on', async () => {
     const port = await freePort();
-    const { store } = await newStore();
+    // Trusted (it is on loopback), so the pull gets as far as connecting.
+    const guard = new OutboundGuard({ trusted: [`127.0.0.1:${port}`] });
+    const { store } = await newStore({ guard });
     const err = await rejection(store.pull(`127.0.0.1:${port}/app:1`));
     expect(err.code).toBe('unreachable');
     expect(err.message).toContain(`127.0.0.1:${port}`);

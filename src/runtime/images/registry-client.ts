@@ -8,7 +8,14 @@
 import { createHash } from 'node:crypto';
 import { basicAuth, fetchToken, parseChallenge, type Credentials } from './auth.js';
 import { ImageError } from './errors.js';
-import { readLimited, schemeFor, send, type Answer } from './http.js';
+import {
+  readLimited,
+  schemeFor,
+  send,
+  type Answer,
+  type FetchLike,
+  type TransportOptions,
+} from './http.js';
 import { MANIFEST_ACCEPT } from './manifest.js';
 import { DOCKER_HUB } from './reference.js';
 
@@ -16,7 +23,8 @@ const MAX_MANIFEST = 4 * 1024 * 1024;
 
 /** What a client needs: the transport and, when the registry wants them, credentials. */
 export interface RegistryClientOptions {
-  fetch: typeof fetch;
+  /** The guard's fetch (every hop checked): see http.ts. */
+  fetch: FetchLike;
   timeoutMs: number;
   credentials?: () => Credentials | undefined;
 }
@@ -137,7 +145,7 @@ export class RegistryClient {
   private async authenticate(
     header: string | null,
     sent: string | undefined,
-    transport: { fetch: typeof fetch; timeoutMs: number; signal?: AbortSignal },
+    transport: TransportOptions,
   ): Promise<void> {
     // Another request may already have renewed the Authorization we failed with.
     if (this.authorization !== sent) return;
@@ -149,7 +157,7 @@ export class RegistryClient {
 
   private async challengeAnswer(
     header: string | null,
-    transport: { fetch: typeof fetch; timeoutMs: number; signal?: AbortSignal },
+    transport: TransportOptions,
   ): Promise<string> {
     const challenge = header ? parseChallenge(header) : undefined;
     const credentials = this.opts.credentials?.();

@@ -7,6 +7,7 @@ import { readFile, readdir } from 'node:fs/promises';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { busyboxLayer, pushImage } from './build.test-helper.js';
+import type { FetchLike } from './http.js';
 import { ImageStore } from './index.js';
 import { leftovers, rejection, useRegistry } from './store.test-helper.js';
 
@@ -77,8 +78,8 @@ describe('sharing, restarts and removal', () => {
     const { store, dir } = await newStore();
     const pulled = await store.pull(ref);
 
-    const offline: typeof fetch = () => Promise.reject(new TypeError('fetch failed'));
-    const restarted = new ImageStore({ dir, fetch: offline });
+    const offline = () => Promise.reject(new TypeError('fetch failed'));
+    const restarted = new ImageStore({ dir, fetch: offline, guard: env.guard });
     expect(await restarted.get(pulled.digest)).toEqual(pulled);
     expect(await restarted.pull(`${repo}@${image.digest}`)).toMatchObject({
       digest: pulled.digest,
@@ -108,9 +109,10 @@ describe('sharing, restarts and removal', () => {
 
   it('stops a pull when its caller aborts and leaves nothing half done', async () => {
     const { ref } = await push({ layers: [busyboxLayer()] });
-    const slow: typeof fetch = async (input, init) => {
+    const guard = env.guard;
+    const slow: FetchLike = async (url, init) => {
       await new Promise((r) => setTimeout(r, 50));
-      return fetch(input, init);
+      return guard.fetch(url, init);
     };
     const { store, dir } = await newStore({ fetch: slow });
     const controller = new AbortController();

@@ -9,7 +9,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, expect } from 'vitest';
 import { startRegistry, type TestRegistry } from '../../../test/helpers/registry.js';
+import { OutboundGuard } from '../../host/outbound-guard.js';
 import { pushImage, type ImageSpec } from './build.test-helper.js';
+import type { FetchLike } from './http.js';
 import { ImageError, ImageStore, type ImageStoreOptions } from './index.js';
 
 /** Starts a registry for the calling test file; the getters work inside tests. */
@@ -30,16 +32,28 @@ export function useRegistry() {
       return registry!;
     },
 
-    /** A store in a fresh dir, with a fetch that records every request (`METHOD /path`). */
+    /**
+     * The outbound guard of these stores: the local registry is on 127.0.0.1, trusted by
+     * name and port as an operator would (PIER_TRUSTED_REGISTRIES), not by switching the
+     * guard off.
+     */
+    get guard(): OutboundGuard {
+      return new OutboundGuard({ trusted: [registry!.host] });
+    },
+
+    /**
+     * A store in a fresh dir, with a fetch that records every request (`METHOD /path`)
+     * and sends it through the guard.
+     */
     async newStore(opts: Partial<ImageStoreOptions> = {}) {
       const dir = await mkdtemp(path.join(work!, 'store-'));
       const requests: string[] = [];
-      const counting: typeof fetch = (input, init) => {
-        const url = new URL(input instanceof Request ? input.url : input);
-        requests.push(`${init?.method ?? 'GET'} ${url.pathname}`);
-        return fetch(input, init);
+      const guard = opts.guard ?? new OutboundGuard({ trusted: [registry!.host] });
+      const counting: FetchLike = (url, init) => {
+        requests.push(`${init.method} ${url.pathname}`);
+        return guard.fetch(url, init);
       };
-      const store = new ImageStore({ dir, fetch: counting, ...opts });
+      const store = new ImageStore({ dir, fetch: counting, ...opts, guard });
       return { store, dir, requests };
     },
 

@@ -8,6 +8,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { startTokenRegistry, type TokenRegistry } from '../../../test/helpers/registry.js';
+import { OutboundGuard } from '../../host/outbound-guard.js';
 import { busyboxLayer, pushImage, type PushedImage } from './build.test-helper.js';
 import { ImageError, ImageStore } from './index.js';
 
@@ -32,9 +33,16 @@ afterAll(async () => {
   if (work) await rm(work, { recursive: true, force: true });
 });
 
+/** The registry and its token service are on 127.0.0.1: trusted as an operator would. */
+const guard = () => new OutboundGuard({ trusted: [registry.host, new URL(registry.realm).host] });
+
 async function store(credentials?: { username: string; password: string }) {
   const dir = await mkdtemp(path.join(work, 'store-'));
-  return new ImageStore({ dir, ...(credentials ? { credentials: () => credentials } : {}) });
+  return new ImageStore({
+    dir,
+    guard: guard(),
+    ...(credentials ? { credentials: () => credentials } : {}),
+  });
 }
 
 it('is refused without a token', async () => {
@@ -48,6 +56,7 @@ it('pulls with credentials through the token service', async () => {
   const dir = await mkdtemp(path.join(work, 'store-'));
   const s = new ImageStore({
     dir,
+    guard: guard(),
     credentials: (host) => {
       asked.push(host);
       return { username: 'pier', password: 's3cret' };

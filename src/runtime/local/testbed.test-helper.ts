@@ -7,6 +7,7 @@ import { access, mkdtemp, rm, rmdir } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { CgroupSet } from '../../host/cgroups/cgroup.js';
+import { OutboundGuard } from '../../host/outbound-guard.js';
 import { DirectoryPool } from '../../storage/pool/directory-pool.js';
 import { startRegistry, type TestRegistry } from '../../../test/helpers/registry.js';
 import { busyboxLayer, pushImage, type ImageSpec } from '../images/build.test-helper.js';
@@ -64,7 +65,11 @@ const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 export async function makeRuntimeBed(tag: string, cidr: string): Promise<RuntimeBed> {
   const dir = await mkdtemp(path.join(os.tmpdir(), `pier-${tag}-`));
   const registry = await startRegistry();
-  const images = new ImageStore({ dir: path.join(dir, 'images') });
+  // The local registry is on 127.0.0.1: trusted by name, as PIER_TRUSTED_REGISTRIES would.
+  const images = new ImageStore({
+    dir: path.join(dir, 'images'),
+    guard: new OutboundGuard({ trusted: [registry.host] }),
+  });
   const pool = await DirectoryPool.open({ dir: path.join(dir, 'pool') });
   const probe = await CgroupSet.probe({ root: `pier-test-${tag}-${process.pid}` });
   if (!probe.set) throw new Error(`cgroups unusable: ${probe.reason}`);

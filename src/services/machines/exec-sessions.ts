@@ -155,13 +155,18 @@ export async function startExecSession(
     .execute()
     .catch((err: unknown) => ctx.log.warn({ err }, 'exec session pid not recorded'));
   session.onExit((code, signal) => {
+    // Ended from here (the client left, the key was revoked): its row says why instead.
+    if (liveOf(ctx).get(admitted.id) !== session) return;
     liveOf(ctx).delete(admitted.id);
     void closeRow(ctx, admitted.id, { code, signal, reason: 'exited' });
   });
   return session;
 }
 
-/** Ends a session the client left: its process tree is killed, its row closed. */
+/**
+ * Ends a session: its process tree is killed and its row closed with `reason`
+ * (`client-closed`, or `revoked`, `expired`, `org-suspended` when its key may no longer).
+ */
 export function endExecSession(ctx: ServiceContext, id: string, reason: string): void {
   const session = liveOf(ctx).get(id);
   liveOf(ctx).delete(id);

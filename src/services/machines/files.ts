@@ -5,10 +5,18 @@
  * that lead out are refused (400), never followed onto the host. Reads and writes are
  * capped at FILE_CAP_BYTES (413 `too-large`); a write lands atomically and belongs to
  * the machine's user. A suspended machine is not woken: its files are read from the host.
+ * The kernel's places (`/proc`, `/sys`, `/dev`, any pseudo file system) are 403
+ * `forbidden`, since pier reads as host root; a FIFO, socket or device is 422
+ * `unprocessable`, answered at once (nothing here waits on a file the machine controls).
  */
 import type { ReadStream } from 'node:fs';
 import { ApiError, badRequest } from '../../errors/api-error.js';
-import { PathError, PathEscapeError } from '../../runtime/files/confined.js';
+import {
+  PathError,
+  PathEscapeError,
+  ProtectedPathError,
+  SpecialFileError,
+} from '../../runtime/files/confined.js';
 import { FileTooLargeError, GuestFiles, type DirEntry } from '../../runtime/files/guest-files.js';
 import type { GuestProcess } from '../../runtime/runtime.js';
 import type { ServiceContext } from '../context.js';
@@ -42,6 +50,8 @@ function asApiError(err: unknown, id: string): unknown {
   if (err instanceof PathEscapeError) {
     return badRequest([{ path: 'path', message: "leads outside the machine's filesystem" }]);
   }
+  if (err instanceof ProtectedPathError) return new ApiError('forbidden', `${err.message}.`);
+  if (err instanceof SpecialFileError) return new ApiError('unprocessable', `${err.message}.`);
   if (err instanceof FileTooLargeError) {
     return new ApiError('too-large', `${err.message}.`, { limit: err.cap });
   }

@@ -183,6 +183,8 @@ export async function waitForState(
       // Not on its way there: waiting on would only time out.
       if (observed === 'failed' || observed === 'deleted') return row;
     }
+    // A key revoked or expired meanwhile answers as it would on a new request.
+    if (signal?.aborted && signal.reason instanceof ApiError) throw signal.reason;
     if (Date.now() >= end || signal?.aborted) {
       throw new ApiError(
         'wait-timeout',

@@ -1,5 +1,5 @@
 /** Attach and detach (CONTRACT 3): buckets, databases and volumes. */
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import {
   appParams as nameParams,
@@ -19,11 +19,32 @@ import type { AppDeps } from '../../deps.js';
 import { principalOf } from '../../plugins/auth.js';
 import { appFromParams, auth } from '../../route-auth.js';
 
+/**
+ * What an attach or a detach hands the app from outside it, refused to an agent token
+ * limited to some apps (`agent-token-app-scope`, judged and audited like every agent
+ * rule): a database or a bucket, whose credentials the app's machines would hold (and
+ * which other apps may share), either way. A volume belongs to at most one app: attaching
+ * a free one is refused too (its data is the organization's, perhaps left by an app the
+ * token cannot reach), but detaching one from an app the token may act on takes nothing
+ * from outside its reach, so it is allowed.
+ */
+const KINDS = ['database', 'bucket', 'volume'] as const;
+const handsOver =
+  (verb: 'attach' | 'detach') =>
+  (req: FastifyRequest): string | undefined => {
+    const body = req.body as Record<string, unknown> | undefined;
+    if (typeof body !== 'object' || body === null) return undefined;
+    for (const kind of verb === 'attach' ? KINDS : KINDS.slice(0, 2)) {
+      if (kind in body) return `${verb} the ${kind} '${String(body[kind])}'`;
+    }
+    return undefined;
+  };
+
 export function attachRoutes(root: FastifyInstance, { ctx }: AppDeps): void {
   const app = root.withTypeProvider<ZodTypeProvider>();
 
   app.post('/v1/apps/:name/attach', {
-    config: { auth: auth.F('AW', appFromParams) },
+    config: { auth: { ...auth.F('AW', appFromParams), widens: handsOver('attach') } },
     schema: {
       tags: ['apps'],
       summary: 'Attach a bucket (with `as`), a database or a volume',
@@ -42,7 +63,7 @@ export function attachRoutes(root: FastifyInstance, { ctx }: AppDeps): void {
   });
 
   app.post('/v1/apps/:name/detach', {
-    config: { auth: auth.F('AW', appFromParams) },
+    config: { auth: { ...auth.F('AW', appFromParams), widens: handsOver('detach') } },
     schema: {
       tags: ['apps'],
       summary: 'Detach a bucket, a database or a volume; its managed secrets are removed',

@@ -27,6 +27,7 @@ import {
   startExecSession,
   type AdmittedSession,
 } from '../../../services/machines/exec-sessions.js';
+import { AuthEnded } from '../../../services/authenticator.js';
 import type { ServiceContext } from '../../../services/context.js';
 import type { AppDeps } from '../../deps.js';
 import { principalOf } from '../../plugins/auth.js';
@@ -74,7 +75,7 @@ export function machineExecRoutes(root: FastifyInstance, { ctx, rateLimiter }: A
         'This route opens a shell over a WebSocket: send `Connection: Upgrade` and `Upgrade: websocket`.',
       );
     },
-    wsHandler: (socket, req) => bridge(ctx, socket, req),
+    wsHandler: (socket, req) => bridge(ctx, socket, req, principalOf(req).signal),
   });
 
   app.get('/v1/machines/:id/exec-sessions', {
@@ -91,8 +92,20 @@ export function machineExecRoutes(root: FastifyInstance, { ctx, rateLimiter }: A
   });
 }
 
-/** Carries one admitted session over its WebSocket. */
-function bridge(ctx: ServiceContext, socket: WebSocket, req: FastifyRequest): void {
+/** The close code of a session ended because its key or organization no longer may. */
+export const CLOSE_AUTH_ENDED = 1008;
+
+/**
+ * Carries one admitted session over its WebSocket. `signal` is the key's: when the key is
+ * revoked or expires, or the organization is suspended (on any replica), the process is
+ * killed, the row closed with that reason, and the client told, then closed with 1008.
+ */
+function bridge(
+  ctx: ServiceContext,
+  socket: WebSocket,
+  req: FastifyRequest,
+  signal: AbortSignal,
+): void {
   const admitted = req.execSession;
   if (!admitted) {
     socket.close(1011, 'session not admitted');
@@ -104,15 +117,30 @@ function bridge(ctx: ServiceContext, socket: WebSocket, req: FastifyRequest): vo
   socket.on('message', (data: Buffer, binary: boolean) => onMessage(data, binary));
   let exited = false;
   let closed = false;
+  /** Why the session was ended from here (the key or organization), if it was. */
+  let ended: string | undefined;
+  const onAuthEnded = () => {
+    if (exited || ended) return;
+    const why = signal.reason instanceof AuthEnded ? signal.reason : new AuthEnded('revoked');
+    ended = why.reason;
+    endExecSession(ctx, admitted.id, why.reason);
+    if (socket.readyState === socket.OPEN) {
+      socket.send(JSON.stringify({ type: 'error', ...why.toBody(), reason: why.reason }));
+      socket.close(CLOSE_AUTH_ENDED, why.reason);
+    }
+  };
   socket.on('close', () => {
     closed = true;
-    if (!exited) endExecSession(ctx, admitted.id, 'client-closed');
+    signal.removeEventListener('abort', onAuthEnded);
+    if (!exited && !ended) endExecSession(ctx, admitted.id, 'client-closed');
   });
+  if (signal.aborted) onAuthEnded();
+  else signal.addEventListener('abort', onAuthEnded, { once: true });
 
   startExecSession(ctx, admitted).then(
     (session) => {
-      // The client left while the process was starting.
-      if (closed) return endExecSession(ctx, admitted.id, 'client-closed');
+      // The client left, or the key ended, while the process was starting.
+      if (closed || ended) return endExecSession(ctx, admitted.id, ended ?? 'client-closed');
       session.onData((stream, data) => {
         if (socket.readyState !== socket.OPEN) return;
         socket.send(Buffer.concat([Buffer.of(stream === 'stdout' ? 1 : 2), data]), {
@@ -139,6 +167,7 @@ function bridge(ctx: ServiceContext, socket: WebSocket, req: FastifyRequest): vo
     },
     (err: unknown) => {
       exited = true;
+      if (ended) return;
       const e = err instanceof ApiError ? err : new ApiError('host-error');
       if (socket.readyState === socket.OPEN) {
         socket.send(JSON.stringify({ type: 'error', ...e.toBody() }));
