@@ -39,6 +39,27 @@ describe('config', () => {
     );
   });
 
+  it('reads the caps on one image, with their defaults', () => {
+    const d = resolveConfig({});
+    expect([d.imageMaxUnpackedGb, d.imageMaxEntries, d.imageMaxDownloadGb]).toEqual([
+      10, 1_000_000, 5,
+    ]);
+    const c = resolveConfig(
+      configFromEnv({
+        PIER_IMAGE_MAX_UNPACKED_GB: '2.5',
+        PIER_IMAGE_MAX_ENTRIES: '5000',
+        PIER_IMAGE_MAX_DOWNLOAD_GB: '1',
+      }),
+    );
+    expect([c.imageMaxUnpackedGb, c.imageMaxEntries, c.imageMaxDownloadGb]).toEqual([2.5, 5000, 1]);
+    expect(() => resolveConfig(configFromEnv({ PIER_IMAGE_MAX_ENTRIES: '0' }))).toThrow(
+      /imageMaxEntries/,
+    );
+    expect(() => resolveConfig(configFromEnv({ PIER_IMAGE_MAX_UNPACKED_GB: 'lots' }))).toThrow(
+      /imageMaxUnpackedGb/,
+    );
+  });
+
   it('handles IPv6 listeners and explicit public URLs', () => {
     const c = resolveConfig({ listen: '[::1]:8443', publicUrl: 'https://pier.example.com/' });
     expect(c.listenHost).toBe('::1');

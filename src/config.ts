@@ -38,6 +38,16 @@ export const configSchema = z.object({
         .regex(/^(?:\[[0-9a-fA-F:.]+\]|[^:[\]\s/,]+)(?::\d{1,5})?$/, 'must be HOST or HOST:PORT'),
     )
     .default([]),
+  /**
+   * Cap on what one image may unpack to, in GiB: the contents of its regular files (hard
+   * links once, sparse files by their apparent size), counted while its layers stream; an
+   * image past it fails the machine's create (`too-large`) and leaves nothing on disk.
+   */
+  imageMaxUnpackedGb: z.number().positive().max(1_000_000).default(10),
+  /** Cap on the entries (files, directories, links) of one image, against inode bombs. */
+  imageMaxEntries: z.number().int().positive().default(1_000_000),
+  /** Cap on one image's compressed download (config and layers as declared), in GiB. */
+  imageMaxDownloadGb: z.number().positive().max(1_000_000).default(5),
   /** AES-256 master key for secrets, base64; absent = DATA_DIR/master.key (mode 0600). */
   masterKey: z.string().optional(),
   /** Region new organizations get when the operator names none. */
@@ -64,6 +74,12 @@ export const configSchema = z.object({
   storagePool: z.enum(['auto', 'btrfs', 'directory']).default('auto'),
   /** Size of a new btrfs pool image, in GiB (sparse: it takes disk only as data arrives). */
   storagePoolGb: z.number().positive().max(1_000_000).default(64),
+  /**
+   * The point-in-time window of managed databases, in days: forks and restores reach
+   * moments up to this far back, and the history only older moments need (WAL, base
+   * backups) is pruned after each daily base backup. Fractions are allowed.
+   */
+  pitrWindowDays: z.number().positive().max(3650).default(7),
   /** Ports of managed databases' fronts (what customers connect to), as FROM-TO. */
   databasePorts: z
     .string()
@@ -137,6 +153,9 @@ export function configFromEnv(env: NodeJS.ProcessEnv): ConfigInput {
       ?.split(',')
       .map((s) => s.trim())
       .filter(Boolean),
+    imageMaxUnpackedGb: num('PIER_IMAGE_MAX_UNPACKED_GB'),
+    imageMaxEntries: num('PIER_IMAGE_MAX_ENTRIES'),
+    imageMaxDownloadGb: num('PIER_IMAGE_MAX_DOWNLOAD_GB'),
     masterKey: pick('PIER_MASTER_KEY'),
     region: pick('PIER_REGION'),
     sshGatewayAddress: pick('PIER_SSH_GATEWAY_ADDRESS'),
@@ -149,6 +168,7 @@ export function configFromEnv(env: NodeJS.ProcessEnv): ConfigInput {
     objectStoreUrl: pick('PIER_OBJECT_STORE_URL'),
     storagePool: pick('PIER_STORAGE_POOL') as ConfigInput['storagePool'],
     storagePoolGb: num('PIER_STORAGE_POOL_GB'),
+    pitrWindowDays: num('PIER_PITR_WINDOW_DAYS'),
     databasePorts: pick('PIER_DATABASE_PORTS'),
     machinesBridge: pick('PIER_MACHINES_BRIDGE'),
     machinesCidr: pick('PIER_MACHINES_CIDR'),

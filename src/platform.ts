@@ -179,6 +179,11 @@ export async function startPlatform(config: Config, opts: PlatformOptions = {}):
           allowPrivate: config.allowPrivateTargets,
           trusted: config.trustedRegistries,
         }),
+        imageLimits: {
+          maxUnpackedBytes: Math.floor(config.imageMaxUnpackedGb * 2 ** 30),
+          maxEntries: config.imageMaxEntries,
+          maxDownloadBytes: Math.floor(config.imageMaxDownloadGb * 2 ** 30),
+        },
       }),
     };
     late.ctx = ctx;

@@ -13,7 +13,14 @@ export const orgSchema = z.object({
   managedBy: z.string().optional(),
   suspended: z.boolean(),
   suspendedAt: z.string().optional(),
-  limits: z.object({ apps: z.number().nullable(), computers: z.number().nullable() }),
+  limits: z.object({
+    apps: z.number().nullable(),
+    computers: z.number().nullable(),
+    databases: z.number().nullable(),
+    machines: z.number().nullable(),
+    memoryMb: z.number().nullable(),
+    storageGb: z.number().nullable(),
+  }),
   createdAt: z.string(),
 });
 export type Org = z.infer<typeof orgSchema>;
@@ -55,9 +62,20 @@ export const createUserBody = z.strictObject({
 });
 export type CreateUserBody = z.output<typeof createUserBody>;
 
+/** A limit: an integer ≥ 0, or null for unlimited; an absent one stays as it is. */
+const limit = (max: number) => z.number().int().min(0).max(max).nullable().optional();
+
 export const limitsBody = z.strictObject({
-  apps: z.number().int().min(0).max(1_000_000).nullable().optional(),
-  computers: z.number().int().min(0).max(1_000_000).nullable().optional(),
+  apps: limit(1_000_000),
+  computers: limit(1_000_000),
+  /** Managed databases, copies included (services/org-limits.ts says what counts). */
+  databases: limit(1_000_000),
+  /** Machines not destroyed. */
+  machines: limit(1_000_000),
+  /** Total memory of machines and databases, in MB. */
+  memoryMb: limit(1_000_000_000),
+  /** Reserved storage of volumes and databases, in GB. */
+  storageGb: limit(1_000_000_000),
 });
 export type LimitsBody = z.output<typeof limitsBody>;
 

@@ -105,6 +105,15 @@ export interface DatabaseEngine {
   archiveRange(env: EngineEnv, archive: ArchiveRef): Promise<ArchiveRange>;
 
   /**
+   * Removes from `archive` what only moments before `before` need, keeping everything a
+   * restore to any moment from `before` on reads (postgres: the base backups older than
+   * the newest one consistent at or before `before`, and the WAL older than that base's
+   * start). The archive's `oldest` afterwards is at or before `before` (or unchanged when
+   * nothing could go). Idempotent; a missing archive is fine.
+   */
+  pruneArchive(env: EngineEnv, archive: ArchiveRef, before: Date): Promise<void>;
+
+  /**
    * Restores `archive` as of `asOf` into `target`'s volume (full copy: base + replay),
    * configures it as an independent server and starts it. Holds exactly what was
    * committed up to `asOf`.

@@ -120,6 +120,18 @@ export interface DatabaseRuntime {
   archiveRange(kind: DatabaseKind, archive: ArchiveRef): Promise<ArchiveRange>;
 
   /**
+   * Removes from `archive` (of `databaseId`) what only moments before `before` need (the
+   * point-in-time window's start), keeping all a restore to a moment from `before` on
+   * reads. Idempotent.
+   */
+  pruneArchive(
+    databaseId: string,
+    kind: DatabaseKind,
+    archive: ArchiveRef,
+    before: Date,
+  ): Promise<void>;
+
+  /**
    * Makes sure the archive of `inst` (an instance of `databaseId`, kept awake meanwhile)
    * holds everything committed up to now.
    */

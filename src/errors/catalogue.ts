@@ -85,6 +85,22 @@ export const errorCatalogue = {
     message: 'The organization has as many computers as allowed.',
   },
   'org-limit-apps': { status: 403, message: 'The organization has as many apps as allowed.' },
+  'org-limit-databases': {
+    status: 403,
+    message: 'The organization has as many databases as allowed.',
+  },
+  'org-limit-machines': {
+    status: 403,
+    message: 'The organization has as many machines as allowed.',
+  },
+  'org-limit-memory': {
+    status: 403,
+    message: "The request would take the organization's memory past its limit.",
+  },
+  'org-limit-storage': {
+    status: 403,
+    message: "The request would take the organization's reserved storage past its limit.",
+  },
   'billing-console-only': {
     status: 403,
     message: 'Billing changes are made only through the console by an admin.',

@@ -9,7 +9,7 @@ import type { Logger } from 'pino';
 import { CgroupSet } from '../host/cgroups/cgroup.js';
 import type { OutboundGuard } from '../host/outbound-guard.js';
 import type { PoolHandle } from '../storage/pool-handle.js';
-import { ImageStore } from './images/index.js';
+import { ImageStore, type ImageLimits } from './images/index.js';
 import { LocalRuntime } from './local/index.js';
 import type { MachineRuntime } from './runtime.js';
 
@@ -20,6 +20,8 @@ export interface HostRuntimeOptions {
   network: { bridge: string; cidr: string };
   /** What image pulls may reach (registries, token realms, redirects): host/outbound-guard.ts. */
   outbound: OutboundGuard;
+  /** The caps on one image (PIER_IMAGE_MAX_UNPACKED_GB, _ENTRIES, _DOWNLOAD_GB). */
+  imageLimits: ImageLimits;
 }
 
 /** A `MachineRuntime` whose every call first makes (once) the local runtime. */
@@ -38,6 +40,7 @@ export function hostRuntime(opts: HostRuntimeOptions): MachineRuntime {
           dir: path.join(opts.dataDir, 'images'),
           log: opts.log,
           guard: opts.outbound,
+          limits: opts.imageLimits,
         }),
         cgroups,
         network: opts.network,

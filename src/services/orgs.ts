@@ -22,6 +22,10 @@ type OrgRow = {
   suspended_at: Date | null;
   limit_apps: number | null;
   limit_computers: number | null;
+  limit_databases: number | null;
+  limit_machines: number | null;
+  limit_memory_mb: number | null;
+  limit_storage_gb: number | null;
   created_at: Date;
 };
 
@@ -34,7 +38,14 @@ export function toOrg(r: OrgRow): Org {
     ...(r.managed_by ? { managedBy: r.managed_by } : {}),
     suspended: r.suspended_at !== null,
     ...(r.suspended_at ? { suspendedAt: r.suspended_at.toISOString() } : {}),
-    limits: { apps: r.limit_apps, computers: r.limit_computers },
+    limits: {
+      apps: r.limit_apps,
+      computers: r.limit_computers,
+      databases: r.limit_databases,
+      machines: r.limit_machines,
+      memoryMb: r.limit_memory_mb,
+      storageGb: r.limit_storage_gb,
+    },
     createdAt: r.created_at.toISOString(),
   };
 }
@@ -206,6 +217,10 @@ export async function setLimits(
   const changes = {
     ...(body.apps !== undefined ? { limit_apps: body.apps } : {}),
     ...(body.computers !== undefined ? { limit_computers: body.computers } : {}),
+    ...(body.databases !== undefined ? { limit_databases: body.databases } : {}),
+    ...(body.machines !== undefined ? { limit_machines: body.machines } : {}),
+    ...(body.memoryMb !== undefined ? { limit_memory_mb: body.memoryMb } : {}),
+    ...(body.storageGb !== undefined ? { limit_storage_gb: body.storageGb } : {}),
   };
   // An empty body changes nothing (an UPDATE without columns is not valid SQL).
   if (Object.keys(changes).length === 0) return getOrg(ctx.db, orgId);

@@ -30,6 +30,10 @@ export interface OrgsTable {
   suspended_at: NullableTimestamp;
   limit_apps: number | null;
   limit_computers: number | null;
+  limit_databases: number | null;
+  limit_machines: number | null;
+  limit_memory_mb: number | null;
+  limit_storage_gb: number | null;
   created_at: CreatedAt;
 }
 

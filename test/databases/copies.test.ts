@@ -5,6 +5,7 @@
  */
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { pruneHistory } from '../../src/services/databases/archives.js';
 import { startTestPlatform, type TestOrg, type TestPlatform } from '../helpers/platform.js';
 import {
   createDatabase,
@@ -173,6 +174,27 @@ describe('fork', () => {
     // Nothing was made for either.
     expect((await req('GET', '/v1/resources/orders-past')).status).toBe(404);
   });
+
+  it('answers 422 with the oldest moment for asOf before the point-in-time window', async () => {
+    await baseBackupDone('orders');
+    // In the archive, but older than a window of one second.
+    const asOf = await serverNow(src.url);
+    await sleep(1500);
+    const config = tp.platform.ctx.config;
+    const saved = config.pitrWindowDays;
+    config.pitrWindowDays = 1 / 86_400;
+    try {
+      const res = await req('POST', '/v1/resources/orders/fork', { name: 'orders-old', asOf });
+      expect(res.status, JSON.stringify(res.body)).toBe(422);
+      expect(res.body.error).toMatch(/kept for/);
+      const oldest = Date.parse(res.body.oldest);
+      expect(oldest).toBeGreaterThan(Date.parse(asOf));
+      expect(Math.abs(oldest - (Date.now() - 1000))).toBeLessThan(5000);
+    } finally {
+      config.pitrWindowDays = saved;
+    }
+    expect((await req('GET', '/v1/resources/orders-old')).status).toBe(404);
+  });
 });
 
 describe('restore in place', () => {
@@ -217,6 +239,53 @@ describe('restore in place', () => {
     expect(res.body.preservedUnderName).toMatch(/^orders-pre-restore-\d+$/);
     expect((await settled(tp, org, 'orders')).state).toBe('ready');
     expect((await settled(tp, org, res.body.preservedUnderName)).state).toBe('ready');
+  });
+
+  it('destroys closed timelines once they leave the window, and prunes the current one', async () => {
+    // Two restores closed two archives; the current one gets its first base backup.
+    await baseBackupDone('orders', 3);
+    const db = tp.platform.store.db;
+    const row = await db
+      .selectFrom('databases')
+      .selectAll()
+      .where('name', '=', 'orders')
+      .where('org_id', '=', org.id)
+      .executeTakeFirstOrThrow();
+    const archives = await db
+      .selectFrom('database_archives')
+      .selectAll()
+      .where('database_id', '=', row.id)
+      .execute();
+    const closed = archives.filter((a) => a.covers_until !== null).map((a) => a.id);
+    expect(closed).toHaveLength(2);
+    expect(await poolVolumes(tp)).toEqual(expect.arrayContaining(closed));
+
+    // Inside a 7-day window they stay.
+    await pruneHistory(tp.platform.ctx, row.id);
+    expect(await poolVolumes(tp)).toEqual(expect.arrayContaining(closed));
+
+    await sleep(1200);
+    const config = tp.platform.ctx.config;
+    const saved = config.pitrWindowDays;
+    config.pitrWindowDays = 1 / 86_400;
+    try {
+      await pruneHistory(tp.platform.ctx, row.id);
+    } finally {
+      config.pitrWindowDays = saved;
+    }
+    const left = await db
+      .selectFrom('database_archives')
+      .select('id')
+      .where('database_id', '=', row.id)
+      .execute();
+    expect(left.map((a) => a.id)).toEqual([row.archive_id]);
+    const volumes = await poolVolumes(tp);
+    for (const id of closed) expect(volumes).not.toContain(id);
+    expect(volumes).toContain(row.archive_id);
+    // The current timeline still restores to now.
+    const res = await req('POST', '/v1/resources/orders/fork', { name: 'orders-after-prune' });
+    expect(res.status, JSON.stringify(res.body)).toBe(202);
+    expect((await settled(tp, org, 'orders-after-prune')).state).toBe('ready');
   });
 });
 

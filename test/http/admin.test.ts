@@ -56,7 +56,14 @@ describe('POST /admin/v1/orgs', () => {
     expect(org.region).toBe('local');
     expect(org.suspended).toBe(false);
     expect(org.managedBy).toBeUndefined();
-    expect(org.limits).toEqual({ apps: null, computers: null });
+    expect(org.limits).toEqual({
+      apps: null,
+      computers: null,
+      databases: null,
+      machines: null,
+      memoryMb: null,
+      storageGb: null,
+    });
     expect(new Date(org.createdAt).getTime()).not.toBeNaN();
     expect(user.orgId).toBe(org.id);
     expect(user.role).toBe('admin');
@@ -378,7 +385,7 @@ describe('PUT /admin/v1/orgs/:id/limits', () => {
     const org = await tp.createOrg();
     const limited = await tp.admin('PUT', `/admin/v1/orgs/${org.id}/limits`, { apps: 1 });
     expect(limited.status).toBe(200);
-    expect(limited.body.limits).toEqual({ apps: 1, computers: null });
+    expect(limited.body.limits).toMatchObject({ apps: 1, computers: null });
 
     const first = await tp.request('POST', '/v1/apps', {
       token: org.token,
@@ -396,11 +403,11 @@ describe('PUT /admin/v1/orgs/:id/limits', () => {
 
     // Setting computers alone leaves apps as they are.
     const computers = await tp.admin('PUT', `/admin/v1/orgs/${org.id}/limits`, { computers: 3 });
-    expect(computers.body.limits).toEqual({ apps: 1, computers: 3 });
+    expect(computers.body.limits).toMatchObject({ apps: 1, computers: 3 });
 
     const lifted = await tp.admin('PUT', `/admin/v1/orgs/${org.id}/limits`, { apps: null });
     expect(lifted.status).toBe(200);
-    expect(lifted.body.limits).toEqual({ apps: null, computers: 3 });
+    expect(lifted.body.limits).toMatchObject({ apps: null, computers: 3 });
     const now = await tp.request('POST', '/v1/apps', {
       token: org.token,
       body: { name: appName('lim') },
@@ -416,7 +423,7 @@ describe('PUT /admin/v1/orgs/:id/limits', () => {
     const res = await tp.admin('PUT', `/admin/v1/orgs/${org.id}/limits`, {});
     expect(res.status).toBe(200);
     expect(res.body.id).toBe(org.id);
-    expect(res.body.limits).toEqual({ apps: 4, computers: null });
+    expect(res.body.limits).toMatchObject({ apps: 4, computers: null });
     const missing = await tp.admin('PUT', '/admin/v1/orgs/org-missing/limits', {});
     expect(missing.status).toBe(404);
   });
@@ -443,8 +450,184 @@ describe('PUT /admin/v1/orgs/:id/limits', () => {
     expect(res.status).toBe(400);
     expect(res.body.code).toBe('bad-request');
     expect(paths(res.body)).toEqual(['apps', 'computers']);
-    const unknown = await tp.admin('PUT', `/admin/v1/orgs/${org.id}/limits`, { machines: 1 });
+    const unknown = await tp.admin('PUT', `/admin/v1/orgs/${org.id}/limits`, { volumes: 1 });
     expect(unknown.status).toBe(400);
+  });
+});
+
+describe('limits on databases, machines, memory and storage', () => {
+  const put = (org: TestOrg, body: Record<string, unknown>) =>
+    tp.admin('PUT', `/admin/v1/orgs/${org.id}/limits`, body);
+  const as = (org: TestOrg, method: string, p: string, body?: unknown) =>
+    tp.request(method, p, { token: org.token, body });
+  /** An image nothing can pull: a refused create must never get as far as pulling it. */
+  const image = 'registry.pier.invalid/never-pulled:1';
+
+  it('sets the four limits, reads them back, and leaves absent ones unchanged', async () => {
+    const org = await tp.createOrg();
+    const set = await put(org, { databases: 2, machines: 3, memoryMb: 4096, storageGb: 100 });
+    expect(set.status).toBe(200);
+    const all = {
+      apps: null,
+      computers: null,
+      databases: 2,
+      machines: 3,
+      memoryMb: 4096,
+      storageGb: 100,
+    };
+    expect(set.body.limits).toEqual(all);
+    expect((await tp.admin('GET', `/admin/v1/orgs/${org.id}`)).body.limits).toEqual(all);
+    const lifted = await put(org, { machines: null, apps: 5 });
+    expect(lifted.body.limits).toEqual({ ...all, apps: 5, machines: null });
+    const listed = (await tp.admin('GET', '/admin/v1/orgs')).body.find(
+      (o: { id: string }) => o.id === org.id,
+    );
+    expect(listed.limits).toEqual({ ...all, apps: 5, machines: null });
+  });
+
+  it('refuses negative and fractional limits with every issue at once, changing nothing', async () => {
+    const org = await tp.createOrg();
+    expect((await put(org, { databases: 7 })).status).toBe(200);
+    const res = await put(org, { databases: -1, machines: 1.5, memoryMb: -512, storageGb: 0.5 });
+    expect(res.status).toBe(400);
+    expect(res.body.code).toBe('bad-request');
+    expect(paths(res.body)).toEqual(['databases', 'machines', 'memoryMb', 'storageGb']);
+    const text = await put(org, { memoryMb: '1024' });
+    expect(text.status).toBe(400);
+    expect(paths(text.body)).toEqual(['memoryMb']);
+    expect((await tp.admin('GET', `/admin/v1/orgs/${org.id}`)).body.limits).toMatchObject({
+      databases: 7,
+      machines: null,
+      memoryMb: null,
+      storageGb: null,
+    });
+  });
+
+  it('machines: 0 refuses a machine create with 403 org-limit-machines before any host work', async () => {
+    const org = await tp.createOrg();
+    const app = appName('mlim');
+    expect((await as(org, 'POST', '/v1/apps', { name: app })).status).toBe(201);
+    expect((await put(org, { machines: 0 })).status).toBe(200);
+    const res = await as(org, 'POST', `/v1/apps/${app}/machines?wait=false`, { image });
+    expect(res.status, JSON.stringify(res.body)).toBe(403);
+    expect(res.body).toMatchObject({ code: 'org-limit-machines', limit: 0, current: 0 });
+    expect(res.body.error).toEqual(expect.any(String));
+    // volumeGb would make the app's volume first: the refusal comes before that too.
+    const withVolume = await as(org, 'POST', `/v1/apps/${app}/machines?wait=false`, {
+      image,
+      volumeGb: 1,
+    });
+    expect(withVolume.status).toBe(403);
+    expect(withVolume.body.code).toBe('org-limit-machines');
+    expect((await as(org, 'GET', `/v1/apps/${app}/machines`)).body).toEqual([]);
+    expect((await as(org, 'GET', '/v1/volumes')).body).toEqual([]);
+    const rows = await tp.platform.ctx.db
+      .selectFrom('machines')
+      .select('id')
+      .where('org_id', '=', org.id)
+      .execute();
+    expect(rows).toEqual([]);
+  });
+
+  it('memoryMb refuses a machine whose memory would pass it (403 org-limit-memory)', async () => {
+    const org = await tp.createOrg();
+    const app = appName('memlim');
+    expect((await as(org, 'POST', '/v1/apps', { name: app })).status).toBe(201);
+    expect((await put(org, { memoryMb: 256 })).status).toBe(200);
+    const big = await as(org, 'POST', `/v1/apps/${app}/machines?wait=false`, {
+      image,
+      memoryMb: 512,
+    });
+    expect(big.status, JSON.stringify(big.body)).toBe(403);
+    expect(big.body).toMatchObject({ code: 'org-limit-memory', limit: 256, current: 0 });
+    expect(big.body.error).toContain('512 MB');
+    // The default memory (512 MB) counts too.
+    const byDefault = await as(org, 'POST', `/v1/apps/${app}/machines?wait=false`, { image });
+    expect(byDefault.status).toBe(403);
+    expect(byDefault.body.code).toBe('org-limit-memory');
+    expect((await as(org, 'GET', `/v1/apps/${app}/machines`)).body).toEqual([]);
+  });
+
+  it('storageGb refuses a volume create or resize past it; concurrent creates cannot both slip under', async () => {
+    const org = await tp.createOrg();
+    expect((await put(org, { storageGb: 10 })).status).toBe(200);
+    const over = await as(org, 'POST', '/v1/volumes', { name: appName('vlim'), sizeGb: 11 });
+    expect(over.status).toBe(403);
+    expect(over.body).toMatchObject({ code: 'org-limit-storage', limit: 10, current: 0 });
+    expect(over.body.error).toContain('11 GB');
+
+    const results = await Promise.all(
+      [1, 2, 3].map(() => as(org, 'POST', '/v1/volumes', { name: appName('vlim'), sizeGb: 4 })),
+    );
+    const statuses = results.map((r) => r.status).sort();
+    expect(statuses).toEqual([201, 201, 403]);
+    const refused = results.find((r) => r.status === 403);
+    expect(refused?.body).toMatchObject({ code: 'org-limit-storage', limit: 10, current: 8 });
+
+    const volume = results.find((r) => r.status === 201)?.body as { id: string };
+    const grow = await as(org, 'PATCH', `/v1/volumes/${volume.id}`, { sizeGb: 7 });
+    expect(grow.status).toBe(403);
+    expect(grow.body).toMatchObject({ code: 'org-limit-storage', limit: 10, current: 8 });
+    expect((await as(org, 'PATCH', `/v1/volumes/${volume.id}`, { sizeGb: 6 })).status).toBe(200);
+    const sizes = (await as(org, 'GET', '/v1/volumes')).body.map(
+      (v: { sizeGb: number }) => v.sizeGb,
+    );
+    expect(sizes.sort()).toEqual([4, 6]);
+  });
+
+  it('databases: 1 refuses a second database (403 org-limit-databases); databases count in memory and storage; another org is unaffected', async () => {
+    const org = await tp.createOrg();
+    const other = await tp.createOrg();
+    expect((await put(org, { databases: 1 })).status).toBe(200);
+    const first = await as(org, 'POST', '/v1/resources', {
+      name: appName('dblim'),
+      kind: 'redis',
+      persistent: false,
+      memoryMb: 128,
+      sizeGb: 1,
+    });
+    expect(first.status, JSON.stringify(first.body)).toBe(201);
+    const secondName = appName('dblim');
+    const second = await as(org, 'POST', '/v1/resources', {
+      name: secondName,
+      kind: 'redis',
+      persistent: false,
+    });
+    expect(second.status).toBe(403);
+    expect(second.body).toMatchObject({ code: 'org-limit-databases', limit: 1, current: 1 });
+    expect((await as(org, 'GET', `/v1/resources/${secondName}`)).status).toBe(404);
+    // A branch is a database too.
+    const branch = await as(org, 'POST', `/v1/resources/${first.body.name}/branch`, {
+      name: appName('dblim'),
+    });
+    expect(branch.status).toBe(403);
+    expect(branch.body).toMatchObject({ code: 'org-limit-databases', limit: 1, current: 1 });
+
+    // The database's 128 MB and 1 GB are in use.
+    expect((await put(org, { memoryMb: 600, storageGb: 5 })).status).toBe(200);
+    const app = appName('dbmem');
+    expect((await as(org, 'POST', '/v1/apps', { name: app })).status).toBe(201);
+    const machine = await as(org, 'POST', `/v1/apps/${app}/machines?wait=false`, {
+      image,
+      memoryMb: 512,
+    });
+    expect(machine.status).toBe(403);
+    expect(machine.body).toMatchObject({ code: 'org-limit-memory', limit: 600, current: 128 });
+    const volume = await as(org, 'POST', '/v1/volumes', { name: appName('dbvol'), sizeGb: 5 });
+    expect(volume.status).toBe(403);
+    expect(volume.body).toMatchObject({ code: 'org-limit-storage', limit: 5, current: 1 });
+
+    // Another organization's limits count its own resources only.
+    expect((await put(other, { databases: 0, storageGb: 5 })).status).toBe(200);
+    const theirs = await as(other, 'POST', '/v1/volumes', { name: appName('other'), sizeGb: 5 });
+    expect(theirs.status).toBe(201);
+    const theirDb = await as(other, 'POST', '/v1/resources', { name: appName('o'), kind: 'redis' });
+    expect(theirDb.body).toMatchObject({ code: 'org-limit-databases', limit: 0, current: 0 });
+    // And an organization without limits is not held by this one's.
+    const free = await tp.createOrg();
+    expect(
+      (await as(free, 'POST', '/v1/volumes', { name: appName('free'), sizeGb: 20 })).status,
+    ).toBe(201);
   });
 });
 

@@ -221,6 +221,11 @@ export class LocalDatabaseRuntime implements DatabaseRuntime {
     return this.engine(kind).archiveRange(await this.env(), archive);
   }
 
+  /** Works on the archive's files alone (postgres): the database may stay asleep. */
+  async pruneArchive(_databaseId: string, kind: DatabaseKind, archive: ArchiveRef, before: Date) {
+    await this.engine(kind).pruneArchive(await this.env(), archive, before);
+  }
+
   async flushArchive(databaseId: string, kind: DatabaseKind, inst: InstanceSpec) {
     const env = await this.env();
     await this.withAwake(databaseId, () => this.engine(kind).flushArchive(env, inst));

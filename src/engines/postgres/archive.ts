@@ -227,3 +227,57 @@ export async function range(env: EngineEnv, archive: ArchiveRef): Promise<Archiv
   }
   return { oldest, newest: newest.getTime() === 0 ? now : newest };
 }
+
+/** A WAL file of the archive: a segment, a promoted standby's `.partial`, a backup's `.backup`. */
+const WAL_FILE = /^[0-9A-F]{8}([0-9A-F]{16})(\.partial|\.[0-9A-F]{8}\.backup)?$/;
+
+/** The WAL segment a base backup starts in, from the `backup_label` pg_basebackup wrote. */
+export async function startSegment(
+  archive: ArchivePaths,
+  base: BaseManifest,
+): Promise<string | undefined> {
+  const text = await readText(path.join(archive.base, base.label, 'backup_label'));
+  return text ? /^START WAL LOCATION: \S+ \(file ([0-9A-F]{24})\)/m.exec(text)?.[1] : undefined;
+}
+
+/**
+ * Removes what only restores to moments before `before` read: the base backups older
+ * than the newest one consistent at or before `before` (the one a restore to `before`
+ * starts from), then the WAL segments older than that base's start. Every restore to a
+ * moment from `before` on starts from that base or a newer one and replays WAL from its
+ * start, so all of it stays. Timeline history files stay (tiny, and recovery reads them).
+ * Bases go manifest first, so a crash halfway leaves no listed base without its files,
+ * and the WAL goes only after the bases that need it. Idempotent.
+ */
+export async function prune(env: EngineEnv, archive: ArchiveRef, before: Date): Promise<void> {
+  const paths = await findArchive(env, archive);
+  if (!paths) return;
+  const bases = await listBases(paths);
+  const keepAt = bases.findLastIndex((b) => new Date(b.consistentAt) <= before);
+  if (keepAt < 0) return; // no base is that old: nothing before `before` can go yet
+  const kept = bases[keepAt]!;
+  // Found before anything is removed: without it no WAL is removed at all.
+  const walStart = await startSegment(paths, kept);
+  for (const old of bases.slice(0, keepAt)) {
+    await rm(path.join(paths.base, `${old.label}.json`), { force: true });
+    await syncDir(paths.base);
+    await rm(path.join(paths.base, old.label), { recursive: true, force: true });
+  }
+  if (!walStart) {
+    env.log.warn({ archive: archive.id, base: kept.label }, 'base has no backup_label: WAL kept');
+    return;
+  }
+  const keepFrom = walStart.slice(8);
+  let removed = 0;
+  for (const entry of await readdir(paths.wal).catch(() => [] as string[])) {
+    const m = WAL_FILE.exec(entry);
+    if (!m || m[1]! >= keepFrom) continue;
+    await rm(path.join(paths.wal, entry), { force: true });
+    removed++;
+  }
+  if (removed > 0) await syncDir(paths.wal);
+  env.log.info(
+    { archive: archive.id, before, base: kept.label, bases: keepAt, wal: removed },
+    'archive pruned',
+  );
+}

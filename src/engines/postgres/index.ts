@@ -14,7 +14,7 @@ import type {
   ReplicatingEngine,
 } from '../engine.js';
 import { EngineError } from '../engine.js';
-import { flush, range, takeBaseBackup } from './archive.js';
+import { flush, prune, range, takeBaseBackup } from './archive.js';
 import { branchInstance } from './branch.js';
 import { discardVolume, startInstance } from './instance.js';
 import { expectedLayout, layoutOf, removeOutsideSocketDir } from './layout.js';
@@ -104,6 +104,10 @@ export class PostgresEngine implements ReplicatingEngine {
 
   archiveRange(env: EngineEnv, archive: ArchiveRef): Promise<ArchiveRange> {
     return this.guard([], () => range(env, archive));
+  }
+
+  pruneArchive(env: EngineEnv, archive: ArchiveRef, before: Date): Promise<void> {
+    return this.guard([archive.id], () => prune(env, archive, before));
   }
 
   restore(env: EngineEnv, archive: ArchiveRef, asOf: Date, target: InstanceSpec): Promise<void> {

@@ -109,6 +109,14 @@ export class RedisEngine implements DatabaseEngine {
   }
 
   /**
+   * Nothing is removed yet: the history is one base and the incremental file the server
+   * keeps appending to, so dropping what precedes `before` needs a new base as of
+   * `before` under a running server (see docs/architecture.md, "Managed databases").
+   * The service still refuses moments before the window (services/databases/archives.ts).
+   */
+  async pruneArchive(_env: EngineEnv, _archive: ArchiveRef, _before: Date): Promise<void> {}
+
+  /**
    * A fork as of `asOf`: the source's AOF copied into target's volume, cut after the
    * second of `asOf` (see archive.ts for the granularity), loaded and started.
    */

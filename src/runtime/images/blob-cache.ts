@@ -95,6 +95,16 @@ export class BlobCache {
     let bytes = 0;
     let reported = 0;
     try {
+      // A registry that announces more than the descriptor's size is refused before a
+      // byte is read; one that sends more without saying so, at the first byte too many.
+      const headers = answer.response.headers;
+      const announced = Number(headers.get('content-length') ?? NaN);
+      if (!headers.has('content-encoding') && Number.isFinite(announced) && announced > size) {
+        throw new ImageError(
+          'digest-mismatch',
+          `${what} (${digest}) is announced as ${announced} bytes, more than the ${size} its manifest gives.`,
+        );
+      }
       await this.commit(digest, async (file) => {
         const fh = await open(file, 'wx', 0o600);
         try {

@@ -14,13 +14,23 @@
  * platform's own `layers` are added on top of the common ones.
  */
 import { gunzipSync, gzipSync } from 'node:zlib';
-import { sha256, tarLayer, type LayerEntry } from './layer.test-helper.js';
+import { sha256, tarLayer, type LayerEntry, type PrebuiltLayer } from './layer.test-helper.js';
 import { hostPlatform } from './platform.js';
 
-export { busyboxLayer, sha256, tarLayer, type LayerEntry } from './layer.test-helper.js';
+export {
+  busyboxLayer,
+  sha256,
+  tarLayer,
+  zeroFileLayer,
+  type LayerEntry,
+  type PrebuiltLayer,
+} from './layer.test-helper.js';
 
-/** A layer: entries to write, or ready-made bytes (tar or tar.gz) used as they are. */
-export type LayerSpec = LayerEntry[] | Buffer;
+/**
+ * A layer: entries to write, or ready-made bytes (tar or tar.gz) used as they are, or
+ * ready-made bytes with their diff id (a bomb nobody should inflate to hash it).
+ */
+export type LayerSpec = LayerEntry[] | Buffer | PrebuiltLayer;
 
 /** The image config fields tests set (Docker's capitalised names, as in the JSON). */
 export interface ConfigSpec {
@@ -74,14 +84,23 @@ export interface BuiltImage {
   hostDigest: string | undefined;
 }
 
+/** Diff ids of layers whose bytes came with theirs. */
+const knownDiffIds = new WeakMap<Buffer, string>();
+
 function layerBytes(spec: LayerSpec, compression: 'gzip' | 'none'): Buffer {
   if (Buffer.isBuffer(spec)) return spec;
+  if (!Array.isArray(spec)) {
+    knownDiffIds.set(spec.bytes, spec.diffId);
+    return spec.bytes;
+  }
   const tar = tarLayer(spec);
   return compression === 'gzip' ? gzipSync(tar) : tar;
 }
 
 /** Uncompressed digest of a layer's bytes (its diff id). */
 function diffId(bytes: Buffer): string {
+  const known = knownDiffIds.get(bytes);
+  if (known) return known;
   const gz = bytes[0] === 0x1f && bytes[1] === 0x8b;
   return sha256(gz ? gunzipSync(bytes) : bytes);
 }

@@ -16,6 +16,9 @@
  *   an operator can allow it (PIER_ALLOW_PRIVATE_TARGETS=1, PIER_TRUSTED_REGISTRIES).
  * - `unsupported`: schema 1, an unknown media type, no manifest for this platform, zstd
  *   layers, or a layer that tries to write outside its root.
+ * - `too-large`: the image passes one of this host's caps on an image (limits.ts): its
+ *   compressed download, its unpacked bytes or its number of entries. The message names
+ *   the cap and the operator's setting.
  */
 export type ImageErrorCode =
   | 'bad-reference'
@@ -24,7 +27,8 @@ export type ImageErrorCode =
   | 'unreachable'
   | 'digest-mismatch'
   | 'refused'
-  | 'unsupported';
+  | 'unsupported'
+  | 'too-large';
 
 /** An image pull failure with a closed `code` and a human sentence as its message. */
 export class ImageError extends Error {

@@ -1,18 +1,24 @@
 /**
  * The registry client against a small fake registry (http.createServer speaking the parts
  * of the v2 protocol a pull uses), for what a real registry will not do on demand:
- * challenges of every kind, schema 1, wrong bytes, silence, 5xx, redirects, and the
- * outbound guard (an untrusted registry, token realm or redirect target on loopback).
+ * challenges of every kind, schema 1, wrong bytes, silence, 5xx, redirects, the outbound
+ * guard (an untrusted registry, token realm or redirect target on loopback), and images
+ * past the host's caps (tar bombs, inode bombs, oversized downloads).
  *
  * The fakes listen on 127.0.0.1, which the guard refuses: a store trusts the fakes that
  * were serving when it was made, by host:port (as PIER_TRUSTED_REGISTRIES would).
  */
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, readdir, rm } from 'node:fs/promises';
+import { mkdtemp, readdir, rm, stat } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { buildImage, type BuiltImage } from './build.test-helper.js';
+import {
+  buildImage,
+  zeroFileLayer,
+  type BuiltImage,
+  type LayerEntry,
+} from './build.test-helper.js';
 import { OutboundGuard } from '../../host/outbound-guard.js';
 import { fakeRegistry, type Fake, type Handler } from './fake-registry.test-helper.js';
 import type { FetchLike } from './http.js';
@@ -276,6 +282,120 @@ describe('redirects', () => {
       const err = await failure(store.pull(`${s.host}/app:1`));
       expect(err.code).toBe('unsupported');
       expect(err.message).toMatch(/redirect/);
+    }
+  });
+});
+
+describe('caps on one image', () => {
+  const MIB = 1024 * 1024;
+  const limits = { maxUnpackedBytes: MIB, maxEntries: 50, maxDownloadBytes: 4 * MIB };
+  const nothing = { blobs: [], tmpBlobs: [], roots: [], images: [] };
+
+  /** Everything a pull can leave in a store dir. */
+  async function leftovers(dir: string) {
+    return {
+      blobs: await readdir(path.join(dir, 'blobs/sha256')),
+      tmpBlobs: await readdir(path.join(dir, 'blobs/tmp')),
+      roots: await readdir(path.join(dir, 'roots')),
+      images: await readdir(path.join(dir, 'images')),
+    };
+  }
+
+  it('refuses a tar bomb quickly and keeps nothing', async () => {
+    // One file of 100 MiB of zeros (a sparse file's apparent size), ~100 KiB compressed.
+    const bomb = buildImage({ layers: [zeroFileLayer('zeros', 100 * MIB)] });
+    const s = await serve(bomb);
+    const { store, dir } = await newStore({ limits });
+    const started = Date.now();
+    const err = await failure(store.pull(`${s.host}/app:1`));
+    expect(err.code).toBe('too-large');
+    expect(err.message).toMatch(
+      /app:1 unpacks to more than 1 MiB, this host's cap on one image \(PIER_IMAGE_MAX_UNPACKED_GB\)/,
+    );
+    expect(Date.now() - started).toBeLessThan(3000);
+    expect(await leftovers(dir)).toEqual(nothing);
+  });
+
+  it('refuses an image of a thousand empty files and keeps nothing', async () => {
+    const files = Array.from({ length: 1000 }, (_, i): LayerEntry => ({ path: `d/f${i}` }));
+    const s = await serve(buildImage({ layers: [files] }));
+    const { store, dir } = await newStore({ limits });
+    const err = await failure(store.pull(`${s.host}/app:1`));
+    expect(err.code).toBe('too-large');
+    expect(err.message).toMatch(
+      /more than 50 files, directories and links.*PIER_IMAGE_MAX_ENTRIES/,
+    );
+    expect(await leftovers(dir)).toEqual(nothing);
+  });
+
+  it('counts hard links once, and pulls an image within the caps', async () => {
+    const big = Buffer.alloc(600 * 1024, 'a');
+    const links = Array.from({ length: 20 }, (_, i): LayerEntry => ({
+      path: `link${i}`,
+      type: 'link',
+      target: 'big',
+    }));
+    const linked = await serve(
+      buildImage({
+        layers: [
+          [{ path: 'big', content: big }, ...links],
+          [{ path: 'etc/hostname', content: 'x' }],
+        ],
+      }),
+    );
+    // The same bytes twice, as two files in two layers: over the cap.
+    const twice = await serve(
+      buildImage({ layers: [[{ path: 'a', content: big }], [{ path: 'b', content: big }]] }),
+    );
+    const { store } = await newStore({ limits });
+    const pulled = await store.pull(`${linked.host}/app:1`);
+    expect(pulled.sizeBytes).toBe(big.length + 1);
+    expect((await stat(path.join(pulled.rootfs, 'link19'))).nlink).toBe(21);
+    const fresh = await newStore({ limits });
+    expect((await failure(fresh.store.pull(`${twice.host}/app:1`))).code).toBe('too-large');
+    expect(await leftovers(fresh.dir)).toEqual(nothing);
+  });
+
+  it('refuses layers declared past the download cap before fetching a blob', async () => {
+    const noisy = buildImage({ layers: [[{ path: 'noise', content: randomBytes(300 * 1024) }]] });
+    const s = await serve(noisy);
+    const { store, dir } = await newStore({ limits: { ...limits, maxDownloadBytes: 256 * 1024 } });
+    const err = await failure(store.pull(`${s.host}/app:1`));
+    expect(err.code).toBe('too-large');
+    expect(err.message).toMatch(/more than the 256 KiB .*PIER_IMAGE_MAX_DOWNLOAD_GB/);
+    expect(s.requests.filter((r) => r.path.includes('/blobs/'))).toEqual([]);
+    expect(await leftovers(dir)).toEqual(nothing);
+  });
+
+  it('refuses a blob announced or sent past its declared size without waiting for it', async () => {
+    const bytes = image.blobs.get(layerDigest)!;
+    const cases: Handler[] = [
+      // Announces 10 GiB, sends a little, then stalls: refused on the header.
+      (req, res) => {
+        if (!req.url?.includes(layerDigest)) return false;
+        res.writeHead(200, { 'content-length': String(10 * 1024 ** 3) });
+        res.write(bytes.subarray(0, 10));
+        return true;
+      },
+      // Sends without end and without a length: cut off at the first byte too many.
+      (req, res) => {
+        if (!req.url?.includes(layerDigest)) return false;
+        res.writeHead(200);
+        const timer = setInterval(() => res.write(Buffer.alloc(64 * 1024)), 5);
+        res.on('close', () => clearInterval(timer));
+        return true;
+      },
+    ];
+    for (const handler of cases) {
+      const s = await serve(image, handler);
+      const { store, dir } = await newStore({ timeoutMs: 5000 });
+      const started = Date.now();
+      const err = await failure(store.pull(`${s.host}/app:1`));
+      expect(err.code).toBe('digest-mismatch');
+      expect(err.message).toMatch(/more than the \d+ its manifest gives|longer than the \d+ bytes/);
+      expect(Date.now() - started).toBeLessThan(2000);
+      expect(await readdir(path.join(dir, 'blobs/tmp'))).toEqual([]);
+      expect(await readdir(path.join(dir, 'roots'))).toEqual([]);
     }
   });
 });

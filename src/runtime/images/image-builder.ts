@@ -3,10 +3,16 @@
  * the blob cache (each blob downloaded once, even when several images want it at the
  * same time), the layers applied in order into a new root, and the record written last.
  * Layers download a few at a time while earlier ones are already being applied.
+ *
+ * Every image is held to the host's caps (limits.ts): its declared downloads before the
+ * first blob is fetched, its entries and unpacked bytes while the layers stream. An image
+ * refused for its size leaves nothing: the temp root goes (roots.ts), and so do the blobs
+ * and manifests it brought that no other image or build uses.
  */
 import type { BlobCache, BlobProgress } from './blob-cache.js';
 import { ImageError } from './errors.js';
 import { parseImageConfig } from './image-config.js';
+import { checkDownloadSize, formatBytes, UnpackBudget, type ImageLimits } from './limits.js';
 import type { Descriptor, ImageManifest, Platform } from './manifest.js';
 import { assertRunsHere } from './platform.js';
 import type { ImageRecord, ImageRecords } from './records.js';
@@ -23,6 +29,8 @@ export interface BuilderParts {
   host: Platform;
   /** Layers downloaded at once. */
   concurrency: number;
+  /** The caps on one image. */
+  limits: ImageLimits;
   log?: { warn(obj: object, msg: string): void };
 }
 
@@ -37,6 +45,9 @@ export interface BuildJob {
   /** The index (if any) and the manifest, to keep their blobs with the image. */
   manifests: string[];
 }
+
+/** The largest config pier reads (into memory); real ones are a few KiB. */
+const MAX_CONFIG = 4 * 1024 * 1024;
 
 /** Builds images; one per store. */
 export class ImageBuilder {
@@ -61,7 +72,17 @@ export class ImageBuilder {
     const { manifest, name, digest } = job;
     const blobDigests = [manifest.config.digest, ...manifest.layers.map((l) => l.digest)];
     this.pin(blobDigests, 1);
+    let refused = false;
     try {
+      // Declared sizes are what the blobs will be (blob-cache.ts refuses a byte more).
+      const declared = manifest.layers.reduce((sum, l) => sum + l.size, manifest.config.size);
+      checkDownloadSize(name, declared, this.parts.limits);
+      if (manifest.config.size > MAX_CONFIG) {
+        throw new ImageError(
+          'too-large',
+          `The config of ${name} is ${formatBytes(manifest.config.size)}, more than the ${formatBytes(MAX_CONFIG)} pier reads.`,
+        );
+      }
       await this.fetchBlob(job.client, manifest.config, signal);
       const parsed = parseImageConfig(await blobs.read(manifest.config.digest), name);
       assertRunsHere(parsed, host, name);
@@ -88,9 +109,29 @@ export class ImageBuilder {
       };
       await records.put(record);
       return record;
+    } catch (err) {
+      refused = err instanceof ImageError && err.code === 'too-large';
+      throw err;
     } finally {
       this.pin(blobDigests, -1);
+      // Never in place of the refusal: a failed cleanup is only logged.
+      if (refused) {
+        await this.discard([...job.manifests, ...blobDigests]).catch((err: unknown) =>
+          this.parts.log?.warn({ digest, err }, 'blobs of a refused image not removed'),
+        );
+      }
     }
+  }
+
+  /**
+   * Removes the blobs of a refused image that nothing else holds: no image record lists
+   * them and no build in progress relies on them.
+   */
+  private async discard(digests: string[]): Promise<void> {
+    const { blobs, records } = this.parts;
+    const keep = new Set(this.pinned.keys());
+    for (const r of await records.all()) for (const d of [...r.blobs, ...r.manifests]) keep.add(d);
+    for (const d of new Set(digests)) if (!keep.has(d)) await blobs.remove(d);
   }
 
   /** Downloads layers (a few at a time) and applies each, in order, as soon as it is in. */
@@ -107,6 +148,7 @@ export class ImageBuilder {
     const downloads = layers.map((l) => next(() => this.fetchBlob(job.client, l, inner, progress)));
     for (const d of downloads) d.catch(() => undefined);
     let skipped = 0;
+    const budget = new UnpackBudget(job.name, this.parts.limits);
     try {
       await this.parts.roots.build(job.digest, async (tmp) => {
         for (const [i, layer] of layers.entries()) {
@@ -116,6 +158,7 @@ export class ImageBuilder {
             layer: layer.digest,
             diffId: diffIds[i]!,
             signal: inner,
+            budget,
           });
           skipped += r.skipped;
         }

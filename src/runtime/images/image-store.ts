@@ -11,6 +11,10 @@
  * by digest of an image we have costs nothing. Concurrent pulls of one reference share
  * everything; concurrent pulls of different references to one image share the download
  * and unpack; a layer shared by two images is downloaded once.
+ *
+ * Every pull is held to the host's caps on one image (`limits`, limits.ts): compressed
+ * download, unpacked bytes, entries. One past a cap fails as `too-large` and leaves
+ * nothing behind.
  */
 import { mkdir } from 'node:fs/promises';
 import type { OutboundGuard } from '../../host/outbound-guard.js';
@@ -20,6 +24,7 @@ import { ImageError } from './errors.js';
 import { type FetchLike } from './http.js';
 import { ImageBuilder } from './image-builder.js';
 import type { ImageConfig } from './image-config.js';
+import { imageLimits, type ImageLimits } from './limits.js';
 import { assertSha256, parseManifest } from './manifest.js';
 import { hostPlatform, selectManifest } from './platform.js';
 import { ImageRecords, type ImageRecord } from './records.js';
@@ -50,6 +55,11 @@ export interface ImageStoreOptions {
   timeoutMs?: number;
   /** Layers downloaded at once. 3. */
   concurrency?: number;
+  /**
+   * The caps on one image (the operator's PIER_IMAGE_MAX_* settings, handed down by the
+   * platform); what is not given takes the defaults of config.ts.
+   */
+  limits?: Partial<ImageLimits>;
 }
 
 /** Options of one {@link ImageStore.pull}. */
@@ -102,6 +112,7 @@ export class ImageStore {
       records: this.records,
       host: this.host,
       concurrency: Math.max(1, opts.concurrency ?? 3),
+      limits: imageLimits(opts.limits),
       ...(opts.log ? { log: opts.log } : {}),
     });
   }

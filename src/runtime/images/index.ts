@@ -15,6 +15,9 @@
  *   (confine.ts), because node-tar's Unpack knows no whiteouts and its concurrent,
  *   separately patched symlink defences are harder to trust than one small resolver.
  *
+ * - limits.ts holds each image to the host's caps (download, unpacked bytes, entries),
+ *   charged while blobs and layers stream.
+ *
  * Errors are ImageError with a closed `code`; a caller's abort rejects with its reason.
  */
 export {
@@ -27,5 +30,6 @@ export type { ImageConfig } from './image-config.js';
 export type { BlobProgress } from './blob-cache.js';
 export type { Credentials } from './auth.js';
 export { ImageError, type ImageErrorCode } from './errors.js';
+export { DEFAULT_IMAGE_LIMITS, type ImageLimits } from './limits.js';
 export { parseReference, formatReference, type ImageReference } from './reference.js';
 export { hostPlatform } from './platform.js';

@@ -34,11 +34,15 @@ export interface LayerStream {
   diffId(): string;
 }
 
-/** Opens a stored layer blob as uncompressed tar. */
+/**
+ * Opens a stored layer blob as uncompressed tar. `onBytes` sees the size of each chunk
+ * before it is handed on, and may throw to stop the inflation there (the unpack budget).
+ */
 export async function openLayer(
   file: string,
   layer: string,
   signal?: AbortSignal,
+  onBytes?: (n: number) => void,
 ): Promise<LayerStream> {
   const head = await magic(file);
   if (startsWith(head, ZSTD)) {
@@ -56,6 +60,7 @@ export async function openLayer(
     try {
       for await (const chunk of plain as AsyncIterable<Buffer>) {
         signal?.throwIfAborted();
+        onBytes?.(chunk.length);
         hash.update(chunk);
         yield chunk;
       }

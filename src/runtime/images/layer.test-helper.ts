@@ -6,6 +6,7 @@
  */
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { gzipSync } from 'node:zlib';
 import { Header, Pax } from 'tar';
 
 /** One entry of a layer. `path` is written as given (no normalisation: tests need `../x`). */
@@ -106,4 +107,45 @@ export function busyboxLayer(
   ];
   for (const d of ['proc', 'dev', 'sys']) entries.push({ path: `${d}/`, type: 'dir' });
   return entries;
+}
+
+/** Layer bytes with their diff id already known (for layers too big to inflate twice). */
+export interface PrebuiltLayer {
+  bytes: Buffer;
+  diffId: string;
+}
+
+/**
+ * A tar bomb: a gzip layer holding one file of `size` zero bytes (what a sparse file of
+ * that apparent size becomes in a tar), about a thousandth of it compressed. Built as
+ * concatenated gzip members (one member of 1 MiB of zeros, repeated), so neither the
+ * inflated tar nor a slow compression of it is ever needed.
+ */
+export function zeroFileLayer(name: string, size: number): PrebuiltLayer {
+  const MIB = 1024 * 1024;
+  const header = Buffer.alloc(512);
+  new Header({
+    path: name,
+    mode: 0o644,
+    uid: 0,
+    gid: 0,
+    size,
+    mtime: new Date('2024-01-01T00:00:00Z'),
+    type: 'File',
+    uname: '',
+    gname: '',
+  }).encode(header, 0);
+  const zeros = Buffer.alloc(MIB);
+  const zerosGz = gzipSync(zeros);
+  const rest = Buffer.alloc(size % MIB);
+  const trailer = Buffer.alloc(((512 - (size % 512)) % 512) + 1024);
+  const hash = createHash('sha256').update(header);
+  const members = [gzipSync(header)];
+  for (let i = 0; i < Math.floor(size / MIB); i++) {
+    hash.update(zeros);
+    members.push(zerosGz);
+  }
+  hash.update(rest).update(trailer);
+  members.push(gzipSync(Buffer.concat([rest, trailer])));
+  return { bytes: Buffer.concat(members), diffId: `sha256:${hash.digest('hex')}` };
 }

@@ -12,7 +12,7 @@ import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import { freePort } from '../../../test/helpers/registry.js';
 import { OutboundGuard } from '../../host/outbound-guard.js';
-import { busyboxLayer } from './build.test-helper.js';
+import { busyboxLayer, zeroFileLayer } from './build.test-helper.js';
 import { hostPlatform } from './platform.js';
 import { leftovers, rejection, useRegistry } from './store.test-helper.js';
 
@@ -207,6 +207,20 @@ describe('hostile and broken images', () => {
     expect(err.message).toContain(layer);
     expect(existsSync(path.join(dir, 'blobs/sha256', layer.slice(7)))).toBe(false);
     expect(await leftovers(dir)).toEqual({ tmpBlobs: [], roots: [], images: [] });
+  });
+
+  it('refuses a tar bomb past the unpacked cap and keeps nothing, blobs included', async () => {
+    const MIB = 1024 * 1024;
+    const { image, ref } = await push({ layers: [zeroFileLayer('zeros', 100 * MIB)] });
+    const { store, dir } = await newStore({
+      limits: { maxUnpackedBytes: MIB, maxEntries: 50, maxDownloadBytes: MIB },
+    });
+    const err = await rejection(store.pull(ref));
+    expect(err.code).toBe('too-large');
+    expect(err.message).toMatch(/PIER_IMAGE_MAX_UNPACKED_GB/);
+    expect(await leftovers(dir)).toEqual({ tmpBlobs: [], roots: [], images: [] });
+    for (const digest of image.blobs.keys())
+      expect(existsSync(path.join(dir, 'blobs/sha256', digest.slice(7)))).toBe(false);
   });
 
   it('says not-found for an unknown repository, tag or digest', async () => {

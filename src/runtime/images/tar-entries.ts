@@ -9,7 +9,10 @@
  *
  * The Parser emits one entry at a time and waits for it to end before the next; this
  * wrapper feeds it with backpressure and hands each entry to the loop body. An entry the
- * body did not read is drained when the loop asks for the next one.
+ * body did not read is drained when the loop asks for the next one. When the source fails
+ * (bad gzip, an abort, the unpack budget) or the parser does while the body is reading an
+ * entry, that entry fails with the same error, so the body never waits for bytes that
+ * will not come.
  */
 import { Parser, type ReadEntry } from 'tar';
 
@@ -37,10 +40,21 @@ export async function* tarEntries(
   // After the end-of-archive blocks the Parser would buffer whatever follows in memory;
   // a layer may carry padding there (or, if hostile, gigabytes): hash it, do not keep it.
   let sawEof = false;
+  let current: ReadEntry | undefined;
   const poke = () => {
     const w = wake;
     wake = undefined;
     w?.();
+  };
+  const fail = (err: unknown) => {
+    failure ??= err;
+    const c = current;
+    if (c && !c.emittedEnd) {
+      c.on('error', () => undefined); // the body may not be reading it: never unhandled
+      c.destroy(failure);
+    }
+    unblockFeed?.();
+    poke();
   };
 
   parser.on('entry', (entry: ReadEntry) => {
@@ -52,9 +66,7 @@ export async function* tarEntries(
   parser.on('error', (err: Error & { tarCode?: string }) => {
     // node-tar calls an archive of only zero blocks unrecognized; for layers it is valid.
     if (onlyZeros && err.tarCode === 'TAR_BAD_ARCHIVE' && /Unrecognized/.test(err.message)) return;
-    failure ??= new TarFormatError(err.message);
-    unblockFeed?.();
-    poke();
+    fail(new TarFormatError(err.message));
   });
   parser.on('end', () => {
     finished = true;
@@ -75,12 +87,8 @@ export async function* tarEntries(
       }
     }
     if (!stopped && !failure) parser.end();
-  })().catch((err: unknown) => {
-    failure ??= err;
-    poke();
-  });
+  })().catch(fail);
 
-  let current: ReadEntry | undefined;
   try {
     for (;;) {
       if (current && !current.emittedEnd) current.resume();

@@ -1,6 +1,7 @@
 /**
  * applyLayer on layers built in the test: OCI whiteouts, links, metadata, skipped devices,
- * and hostile layers that try to write (or delete, or link) outside the root.
+ * hostile layers that try to write (or delete, or link) outside the root, and layers
+ * that would fill the host (tar bombs, inode bombs) against an unpack budget.
  */
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
@@ -19,8 +20,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { afterAll, beforeEach, describe, expect, it } from 'vitest';
-import { sha256, tarLayer, type LayerEntry } from './build.test-helper.js';
+import { sha256, tarLayer, zeroFileLayer, type LayerEntry } from './build.test-helper.js';
 import { ImageError } from './errors.js';
+import { UnpackBudget, type ImageLimits } from './limits.js';
 import { applyLayer } from './unpack-layer.js';
 
 let work: string;
@@ -39,7 +41,7 @@ afterAll(async () => {
 /** Writes a layer to a file and applies it to `root`. */
 async function apply(
   entries: LayerEntry[] | Buffer,
-  opts: { gzip?: boolean; diffId?: string } = {},
+  opts: { gzip?: boolean; diffId?: string; budget?: UnpackBudget } = {},
 ) {
   const tar = Buffer.isBuffer(entries) ? entries : tarLayer(entries);
   const file = path.join(work, `layer-${randomBytes(4).toString('hex')}`);
@@ -48,6 +50,7 @@ async function apply(
     root,
     layer: 'sha256:test',
     ...(opts.diffId ? { diffId: opts.diffId } : {}),
+    ...(opts.budget ? { budget: opts.budget } : {}),
   });
 }
 
@@ -186,6 +189,13 @@ describe('layers', () => {
     const zstd = Buffer.from([0x28, 0xb5, 0x2f, 0xfd, 0, 0, 0, 0]);
     await expect(apply(zstd, { gzip: false })).rejects.toThrow(/zstd/);
   });
+
+  it('fails, and never waits forever, when the gzip breaks in the middle of a file', async () => {
+    const gz = gzipSync(tarLayer([{ path: 'big', content: randomBytes(1024 * 1024) }]));
+    await expect(apply(gz.subarray(0, gz.length >> 1), { gzip: false })).rejects.toMatchObject({
+      code: 'unsupported',
+    });
+  });
 });
 
 describe('hostile layers', () => {
@@ -284,5 +294,66 @@ describe('hostile layers', () => {
         { path: 'loop/x', content: 'y' },
       ]),
     ).rejects.toThrow(/symlink loop/);
+  });
+});
+
+describe('caps on one image', () => {
+  const MIB = 1024 * 1024;
+  const small: ImageLimits = { maxUnpackedBytes: MIB, maxEntries: 50, maxDownloadBytes: MIB };
+  const budget = (limits: Partial<ImageLimits> = {}) =>
+    new UnpackBudget('img', { ...small, ...limits });
+
+  it('stops a tar bomb at its header, before writing a byte of it', async () => {
+    const bomb = zeroFileLayer('zeros', 100 * MIB); // ~100 KiB of gzip
+    expect(bomb.bytes.length).toBeLessThan(MIB);
+    const started = Date.now();
+    const err = await apply(bomb.bytes, { gzip: false, budget: budget() }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ImageError);
+    expect(err).toMatchObject({ code: 'too-large' });
+    expect((err as Error).message).toMatch(/more than 1 MiB.*PIER_IMAGE_MAX_UNPACKED_GB/);
+    expect(Date.now() - started).toBeLessThan(2000);
+    expect(await readdir(root)).toEqual([]);
+  });
+
+  it('stops a layer of many empty files at the entry cap', async () => {
+    const files = Array.from({ length: 1000 }, (_, i): LayerEntry => ({ path: `f${i}` }));
+    const err = await apply(files, { budget: budget() }).catch((e: unknown) => e);
+    expect(err).toMatchObject({ code: 'too-large' });
+    expect((err as Error).message).toMatch(/more than 50 .*PIER_IMAGE_MAX_ENTRIES/);
+    expect((await readdir(root)).length).toBe(50);
+  });
+
+  it('counts hard links once, and adds up over the layers of an image', async () => {
+    const shared = budget();
+    const big = Buffer.alloc(600 * 1024, 'a');
+    await apply(
+      [
+        { path: 'big', content: big },
+        ...Array.from({ length: 20 }, (_, i): LayerEntry => ({
+          path: `link${i}`,
+          type: 'link',
+          target: 'big',
+        })),
+      ],
+      { budget: shared },
+    );
+    expect((await stat(path.join(root, 'link19'))).nlink).toBe(21);
+    // A second layer of the same image: 600 KiB more passes the 1 MiB cap.
+    await expect(
+      apply([{ path: 'other', content: big }], { budget: shared }),
+    ).rejects.toMatchObject({ code: 'too-large' });
+    expect(existsSync(path.join(root, 'other'))).toBe(false);
+  });
+
+  it('bounds the uncompressed tar stream, junk after the archive included', async () => {
+    const tar = Buffer.concat([tarLayer([{ path: 'f', content: 'x' }]), Buffer.alloc(8 * MIB)]);
+    // 1 MiB of files, 1 entry: 1 MiB + 4 KiB + the 16 MiB margin is not enough for 24 MiB.
+    const err = await apply(Buffer.concat([tar, Buffer.alloc(16 * MIB)]), {
+      budget: budget({ maxEntries: 1 }),
+    }).catch((e: unknown) => e);
+    expect(err).toMatchObject({ code: 'too-large' });
+    // Within the caps, the same kind of layer still unpacks.
+    await apply(tar, { budget: budget({ maxEntries: 1 }) });
+    expect(await readFile(path.join(root, 'f'), 'utf8')).toBe('x');
   });
 });

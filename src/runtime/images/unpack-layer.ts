@@ -10,6 +10,9 @@
  * - An entry replaces what was there, except that a directory over a directory merges.
  * - Every path goes through confine.ts, so nothing is written outside the root; files are
  *   opened with O_EXCL|O_NOFOLLOW and directories with O_NOFOLLOW as a second line.
+ * - With a budget (limits.ts), every entry, every regular file's size (from its header,
+ *   before a byte of it is written) and every uncompressed byte of the tar stream is
+ *   charged as it is read, and the first one past a cap stops the layer (`too-large`).
  *
  * Entries are applied one at a time; this module is the only writer of the root while it
  * works (the caller unpacks into a temp dir of its own).
@@ -21,6 +24,7 @@ import type { ReadEntry } from 'tar';
 import { entryComponents, resolveDir, type Resolved } from './confine.js';
 import { ImageError } from './errors.js';
 import { openLayer } from './layer-stream.js';
+import type { UnpackBudget } from './limits.js';
 import { TarFormatError, tarEntries } from './tar-entries.js';
 
 const WHITEOUT = '.wh.';
@@ -37,6 +41,8 @@ export interface ApplyLayerOptions {
   /** The expected sha256 of the uncompressed tar (config `rootfs.diff_ids`). */
   diffId?: string;
   signal?: AbortSignal;
+  /** The image's running count against its caps, shared by all its layers; none = no cap. */
+  budget?: UnpackBudget;
 }
 
 /** What applying a layer skipped: devices and FIFOs, and entry types tar does not know. */
@@ -53,6 +59,7 @@ interface LayerState {
   /** Directory mtimes, set at the end: entries written into them would change them again. */
   dirTimes: Map<string, Date>;
   skipped: number;
+  budget: UnpackBudget | undefined;
 }
 
 /** Applies the layer blob stored at `file` to `opts.root`. */
@@ -64,12 +71,18 @@ export async function applyLayer(file: string, opts: ApplyLayerOptions): Promise
     touched: new Set(),
     dirTimes: new Map(),
     skipped: 0,
+    budget: opts.budget,
   };
-  const stream = await openLayer(file, opts.layer, opts.signal);
+  const { budget } = opts;
+  const stream = await openLayer(file, opts.layer, opts.signal, budget && ((n) => budget.tar(n)));
   const stats = { ignored: 0 };
+  let ignored = 0;
   try {
     for await (const entry of tarEntries(stream.chunks, stats)) {
       opts.signal?.throwIfAborted();
+      // Entries the parser skipped (unknown types) count too: they were read all the same.
+      budget?.entry(1 + stats.ignored - ignored);
+      ignored = stats.ignored;
       await applyEntry(entry, state);
     }
   } catch (err) {
@@ -160,6 +173,8 @@ async function applyEntry(entry: ReadEntry, state: LayerState): Promise<void> {
     case 'File':
     case 'OldFile':
     case 'ContiguousFile': {
+      // Charged before anything is created: a bomb's first big file writes nothing.
+      state.budget?.file(entry.size ?? 0);
       const parent = await ensureParent(state, parentParts);
       const dst = path.join(parent.abs, name);
       await clear(dst, false);

@@ -8,6 +8,7 @@ import { ApiError, badRequest } from '../../errors/api-error.js';
 import { enqueue } from '../../jobs/queue.js';
 import type { Tx } from '../../store/db.js';
 import { claimName } from '../names.js';
+import { assertOrgRoom, type OrgAddition } from '../org-limits.js';
 import { pickArchive } from './archives.js';
 import { assertNameFree, reserveFront, volumeFor } from './create.js';
 import {
@@ -127,20 +128,27 @@ async function insertCopy(
   return { row, instance };
 }
 
-/** Reserves the host side of a new copy, then runs `inTx`; undoes the front on failure. */
+/**
+ * Reserves the host side of a new copy of `source`, then runs `inTx`; undoes the front on
+ * failure. The copy counts against the organization's limits (org-limits.ts) as a
+ * database of the source's memory and size: a copy is never host-redundant.
+ */
 async function withNewCopy<T>(
   ctx: DatabaseContext,
   orgId: string,
   name: string,
-  kind: DatabaseRow['kind'],
+  source: DatabaseRow,
   inTx: (
     tx: Tx,
     ids: { id: string; instanceId: string; port: number; internalPort: number },
   ) => Promise<T>,
 ): Promise<T> {
   await assertNameFree(ctx, orgId, name);
+  const adds: OrgAddition = { databases: 1, memoryMb: source.memory_mb, storageGb: source.size_gb };
+  // Refused before any host work; the locked count in the transaction decides.
+  await assertOrgRoom(ctx.db, orgId, adds, { lock: false });
   const id = newId('db');
-  const port = await reserveFront(ctx, id, kind);
+  const port = await reserveFront(ctx, id, source.kind);
   try {
     const ids = {
       id,
@@ -148,7 +156,10 @@ async function withNewCopy<T>(
       port,
       internalPort: await ctx.databases.internalPort(),
     };
-    return await ctx.db.transaction().execute((tx) => inTx(tx, ids));
+    return await ctx.db.transaction().execute(async (tx) => {
+      await assertOrgRoom(tx, orgId, adds);
+      return inTx(tx, ids);
+    });
   } catch (err) {
     await ctx.databases.forget(id);
     throw err;
@@ -165,7 +176,7 @@ export async function branchDatabase(
   assertCopyable(source);
   const expiresAt = expiryOf(ctx, body);
   const ephemeral = body.ephemeral === true;
-  return withNewCopy(ctx, orgId, body.name, source.kind, async (tx, ids) => {
+  return withNewCopy(ctx, orgId, body.name, source, async (tx, ids) => {
     const locked = await findDatabase(tx, orgId, sourceName, { lock: true });
     assertCopyable(locked);
     const { row, instance } = await insertCopy(
@@ -204,7 +215,7 @@ export async function forkDatabase(
   const expiresAt = expiryOf(ctx, body);
   const asOf = body.asOf ? new Date(body.asOf) : undefined;
   const archive = await pickArchive(ctx, source, asOf);
-  return withNewCopy(ctx, orgId, body.name, source.kind, async (tx, ids) => {
+  return withNewCopy(ctx, orgId, body.name, source, async (tx, ids) => {
     const locked = await findDatabase(tx, orgId, sourceName, { lock: true });
     assertCopyable(locked);
     const { row, instance } = await insertCopy(
@@ -261,7 +272,7 @@ export async function restoreDatabase(
   const asOf = new Date(body.asOf);
   const archive = await pickArchive(ctx, current, asOf);
   const keepAs = body.preserveUnderName ?? preservedName(name, ctx.clock());
-  return withNewCopy(ctx, orgId, keepAs, current.kind, async (tx, ids) => {
+  return withNewCopy(ctx, orgId, keepAs, current, async (tx, ids) => {
     const locked = await findDatabase(tx, orgId, name, { lock: true });
     assertCopyable(locked);
     const { row: kept, instance } = await insertCopy(

@@ -8,6 +8,7 @@ import { newId, randomBase62 } from '../../crypto/tokens.js';
 import { ApiError } from '../../errors/api-error.js';
 import { enqueue } from '../../jobs/queue.js';
 import { claimName, isReserved, nameAvailability } from '../names.js';
+import { assertOrgRoom } from '../org-limits.js';
 import {
   connectionUrl,
   insertArchive,
@@ -84,6 +85,15 @@ export async function createDatabase(
   const persistent = body.persistent ?? body.kind === 'postgres';
   const redundant = body.durability === 'host-redundant';
   const password = randomBase62(32);
+  // A host-redundant database holds a standby of the same size: it counts twice.
+  const servers = redundant ? 2 : 1;
+  const adds = {
+    databases: 1,
+    memoryMb: (body.memoryMb ?? DEFAULT_MEMORY_MB) * servers,
+    storageGb: (body.sizeGb ?? DEFAULT_SIZE_GB) * servers,
+  };
+  // Refused before any host work; the locked count in the transaction decides.
+  await assertOrgRoom(ctx.db, orgId, adds, { lock: false });
   const port = await reserveFront(ctx, id, body.kind);
   let row: DatabaseRow;
   let instances: InstanceRow[];
@@ -92,6 +102,7 @@ export async function createDatabase(
     const sealed = ctx.box.seal(password, `database:${id}`);
     const archiveId = persistent ? newId('arc') : null;
     ({ row, instances } = await ctx.db.transaction().execute(async (tx) => {
+      await assertOrgRoom(tx, orgId, adds);
       await claimName(tx, orgId, body.name, 'database');
       const row = await tx
         .insertInto('databases')

@@ -8,6 +8,7 @@ import { z } from 'zod';
 import { newId } from '../../crypto/tokens.js';
 import { defineJob, exponentialBackoff } from '../../jobs/catalogue.js';
 import { enqueue } from '../../jobs/queue.js';
+import { pruneHistory } from './archives.js';
 import { runCopyJob } from './copy-work.js';
 import { finishCreate, volumeFor } from './create.js';
 import { insertInstance, instanceSpec, instancesOf } from './records.js';
@@ -29,7 +30,10 @@ const copyPayload = z.object({
   target: instanceRef,
 });
 
-/** How often a database's archive gets a fresh base backup. */
+/**
+ * How often a database's archive gets a fresh base backup; each run then prunes the
+ * history to the point-in-time window (`pitrWindowDays`, archives.ts `pruneHistory`).
+ */
 export const BASE_BACKUP_EVERY_MS = 24 * 3600_000;
 
 const COPY_ATTEMPTS = 4;
@@ -118,6 +122,11 @@ export function databaseJobs(get: () => DatabaseContext) {
           }
         }
         if (!(await databaseById(ctx.db, databaseId))) return;
+        // With a fresh base in the archive, what only moments before the window need goes.
+        // A failure here is retried by the next day's run, and must not end the chain.
+        await pruneHistory(ctx, databaseId).catch((err: unknown) => {
+          ctx.log.warn({ err, databaseId }, 'pruning the history to the window failed');
+        });
         await job.step('next', async () => {
           await enqueue(
             ctx.db,

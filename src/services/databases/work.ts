@@ -43,6 +43,14 @@ export async function destroyInstances(ctx: DatabaseContext, refs: InstanceRef[]
   await ctx.databases.destroy(refs);
 }
 
+/** Whether a copy or restore that has not ended yet reads the archive. */
+export async function archiveBeingRead(ctx: DatabaseContext, archiveId: string): Promise<boolean> {
+  const readers = await sql<{ n: number }>`SELECT count(*)::int AS n FROM jobs
+    WHERE kind IN ('databases.copy', 'databases.restore') AND state IN ('queued', 'running')
+      AND payload->>'archiveId' = ${archiveId}`.execute(ctx.db);
+  return (readers.rows[0]?.n ?? 0) > 0;
+}
+
 /**
  * Destroys an archive once nothing needs it: its database is gone (or has moved to a
  * newer archive and the archive is no longer the database's) and no copy in progress
@@ -64,10 +72,7 @@ export async function destroyArchiveIfUnused(
     return true;
   }
   if (row.database_id !== null) return false;
-  const readers = await sql<{ n: number }>`SELECT count(*)::int AS n FROM jobs
-    WHERE kind IN ('databases.copy', 'databases.restore') AND state IN ('queued', 'running')
-      AND payload->>'archiveId' = ${archiveId}`.execute(ctx.db);
-  if ((readers.rows[0]?.n ?? 0) > 0) return false;
+  if (await archiveBeingRead(ctx, archiveId)) return false;
   await ctx.databases.destroyArchive(row.kind, archiveId);
   await ctx.db.deleteFrom('database_archives').where('id', '=', archiveId).execute();
   return true;

@@ -10,6 +10,7 @@ import type { MachineSpec } from '../../runtime/runtime.js';
 import { findApp } from '../apps/records.js';
 import type { ServiceContext } from '../context.js';
 import { nameAvailability } from '../names.js';
+import { assertOrgRoom, type OrgAddition } from '../org-limits.js';
 import { revealSecrets } from '../secrets.js';
 import { attachVolume } from '../volumes/attachments.js';
 import { createVolume } from '../volumes/volumes.js';
@@ -43,9 +44,19 @@ export async function createMachine(
   }
   const config = withDefaults(body);
   const id = newId('mch');
+  // The machine replaced does not count: it goes once the new one runs.
+  const adds: OrgAddition = {
+    machines: 1,
+    memoryMb: config.memoryMb,
+    ...(replace !== undefined ? { replacing: replace } : {}),
+  };
+  // Refused before any volume is made or image pulled; the locked count below decides.
+  await assertOrgRoom(ctx.db, orgId, adds, { lock: false });
   // volumeGb makes the app's volume first (mounted at /data), unless the app has one.
   if (body.volumeGb !== undefined) await ensureAppVolume(ctx, orgId, appName, body.volumeGb);
   const row = await ctx.db.transaction().execute(async (tx) => {
+    // The org row first (as app creates lock it), then the app's.
+    await assertOrgRoom(tx, orgId, adds);
     const app = await findApp(tx, orgId, appName, { lock: true });
     if (replace !== undefined) {
       const old = await tx

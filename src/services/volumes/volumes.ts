@@ -14,6 +14,7 @@ import type { Executor } from '../../store/db.js';
 import type { VolumesTable } from '../../store/schema.js';
 import type { ServiceContext } from '../context.js';
 import { claimName, releaseName } from '../names.js';
+import { assertOrgRoom, lockOrg } from '../org-limits.js';
 
 const GiB = 1024 ** 3;
 
@@ -78,6 +79,8 @@ export async function createVolume(
   const sizeGb = body.sizeGb ?? 10;
   const cls = body.class ?? 'standard';
   const row = await ctx.db.transaction().execute(async (tx) => {
+    // Counted under the org row's lock; the pool volume is made only after the commit.
+    await assertOrgRoom(tx, orgId, { storageGb: sizeGb });
     await claimName(tx, orgId, body.name, 'volume');
     return tx
       .insertInto('volumes')
@@ -117,34 +120,49 @@ export async function listVolumes(ctx: ServiceContext, orgId: string): Promise<V
   return rows.map(toVolume);
 }
 
-/** Resizes (never below what the volume holds) or changes how often a durable one is copied. */
+/**
+ * Resizes (never below what the volume holds) or changes how often a durable one is copied.
+ * Growing counts against the organization's storage limit: under the org row's lock, held
+ * until the new size is written, so two resizes cannot both slip under it.
+ */
 export async function updateVolume(
   ctx: ServiceContext,
   orgId: string,
   id: string,
   body: UpdateVolumeBody,
 ): Promise<Volume> {
-  const current = await findVolume(ctx.db, orgId, id);
-  if (body.sizeGb !== undefined && body.sizeGb !== current.size_gb) {
-    const { pool } = await ctx.pool.get();
-    const info = await pool.info(current.pool_volume);
-    if (info?.usedBytes && info.usedBytes > body.sizeGb * GiB) {
-      throw new ApiError(
-        'conflict',
-        `The volume holds ${(info.usedBytes / GiB).toFixed(1)} GB; it cannot shrink to ${body.sizeGb} GB.`,
-      );
-    }
-    await pool.setQuota(current.pool_volume, body.sizeGb * GiB);
+  const before = await findVolume(ctx.db, orgId, id);
+  const grows = (v: VolumeRow) => (body.sizeGb ?? 0) - v.size_gb;
+  // Refused before any host work; the locked count below decides.
+  if (grows(before) > 0) {
+    await assertOrgRoom(ctx.db, orgId, { storageGb: grows(before) }, { lock: false });
   }
-  await ctx.db
-    .updateTable('volumes')
-    .set({
-      ...(body.sizeGb !== undefined ? { size_gb: body.sizeGb } : {}),
-      ...(body.flushIntervalS !== undefined ? { flush_interval_s: body.flushIntervalS } : {}),
-    })
-    .where('id', '=', id)
-    .where('org_id', '=', orgId)
-    .execute();
+  await ctx.db.transaction().execute(async (tx) => {
+    // The org row first: a resize running meanwhile has written its size before this reads.
+    if (body.sizeGb !== undefined) await lockOrg(tx, orgId);
+    const current = await findVolume(tx, orgId, id);
+    if (body.sizeGb !== undefined && body.sizeGb !== current.size_gb) {
+      if (grows(current) > 0) await assertOrgRoom(tx, orgId, { storageGb: grows(current) });
+      const { pool } = await ctx.pool.get();
+      const info = await pool.info(current.pool_volume);
+      if (info?.usedBytes && info.usedBytes > body.sizeGb * GiB) {
+        throw new ApiError(
+          'conflict',
+          `The volume holds ${(info.usedBytes / GiB).toFixed(1)} GB; it cannot shrink to ${body.sizeGb} GB.`,
+        );
+      }
+      await pool.setQuota(current.pool_volume, body.sizeGb * GiB);
+    }
+    await tx
+      .updateTable('volumes')
+      .set({
+        ...(body.sizeGb !== undefined ? { size_gb: body.sizeGb } : {}),
+        ...(body.flushIntervalS !== undefined ? { flush_interval_s: body.flushIntervalS } : {}),
+      })
+      .where('id', '=', id)
+      .where('org_id', '=', orgId)
+      .execute();
+  });
   return toVolume(await findVolume(ctx.db, orgId, id));
 }
 

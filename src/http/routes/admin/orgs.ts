@@ -104,7 +104,7 @@ export function adminRoutes(root: FastifyInstance, { ctx }: AppDeps): void {
     config,
     schema: {
       tags: ['operator'],
-      summary: 'Set app and computer limits (null = unlimited)',
+      summary: 'Set the organization limits (null = unlimited, absent = unchanged)',
       params: idParams,
       body: limitsBody,
       response: { 200: orgSchema },
