@@ -1,8 +1,8 @@
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, readFile, stat } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, stat } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, onTestFinished } from 'vitest';
 import { SecretBox, loadMasterKey } from './secret-box.js';
 
 describe('SecretBox', () => {
@@ -28,6 +28,7 @@ describe('SecretBox', () => {
 
   it('generates the master key once, with mode 0600', async () => {
     const dir = await mkdtemp(path.join(os.tmpdir(), 'pier-key-'));
+    onTestFinished(() => rm(dir, { recursive: true, force: true }));
     const key = await loadMasterKey(dir);
     expect(key).toHaveLength(32);
     expect((await stat(path.join(dir, 'master.key'))).mode & 0o777).toBe(0o600);
