@@ -4,7 +4,7 @@
  * answered 201; then, with all of them running and idle, the memory of the platform
  * itself: the RSS of the `pier serve` process (a process of its own, lib/machine-pier.ts),
  * and separately the per-machine processes pier starts — one Node keeper per machine
- * (found by the sandboxes' records), bwrap's monitor and reaper — with the machines'
+ * (found by the sandboxes' records), runc and the init — with the machines'
  * own busybox httpd for scale. RSS counts shared pages in every process; PSS splits them,
  * so the keepers' PSS sum is what they take together.
  *
@@ -97,7 +97,7 @@ const benchmark: Benchmark = {
 
       const cpuIdle = await pierCpuOver(b, IDLE_S);
       const idle = await pierMemory(b);
-      const { keepers, bwraps, mains, processes, keepersCpu } = await machinesUsage(
+      const { keepers, runtimes, mains, processes, keepersCpu } = await machinesUsage(
         b,
         ok.map((c) => c.id!),
       );
@@ -119,7 +119,7 @@ const benchmark: Benchmark = {
           `PSS ${mib(keepers.pssMiB)} in all`,
       );
       console.log(
-        `  bwrap monitor + reaper (${bwraps.count}): RSS ${mib(bwraps.rssMiB)}, PSS ${mib(bwraps.pssMiB)}; ` +
+        `  runc + init (${runtimes.count}): RSS ${mib(runtimes.rssMiB)}, PSS ${mib(runtimes.pssMiB)}; ` +
           `the machines' httpd (${mains.count}): RSS ${mib(mains.rssMiB)}, PSS ${mib(mains.pssMiB)}`,
       );
       console.log(`  processes on the host: ${processes}`);
@@ -178,8 +178,8 @@ const benchmark: Benchmark = {
           keepersRssMiB: round(keepers.rssMiB),
           keeperMeanRssMiB: round(keepers.meanRssMiB),
           keepersPssMiB: round(keepers.pssMiB),
-          bwrapRssMiB: round(bwraps.rssMiB),
-          bwrapPssMiB: round(bwraps.pssMiB),
+          runtimeRssMiB: round(runtimes.rssMiB),
+          runtimePssMiB: round(runtimes.pssMiB),
           machinesHttpdRssMiB: round(mains.rssMiB),
           hostProcesses: processes,
           destroyAllMs: round(destroyMs),

@@ -24,7 +24,9 @@ command -v openssl >/dev/null || need+=(openssl)
 command -v ssh-keygen >/dev/null || need+=(openssh-client)
 command -v aws >/dev/null || need+=(awscli)
 command -v s3cmd >/dev/null || need+=(s3cmd)
-command -v bwrap >/dev/null || need+=(bubblewrap)
+# Machines run through runc (OCI), under tini as their pid 1.
+[ -x /usr/sbin/runc ] || command -v runc >/dev/null || need+=(runc)
+[ -x /usr/bin/tini-static ] || need+=(tini)
 [ -x /bin/busybox ] || need+=(busybox-static)
 [ -x /usr/bin/docker-registry ] || need+=(docker-registry)
 # mkfs.btrfs lives in sbin, which a non-root PATH may lack: look for the file itself.

@@ -462,7 +462,7 @@ async function leftovers(dataDir: string): Promise<void> {
   const machinesDir = path.join(dataDir, 'machines');
   const records = await sandboxRecords(path.join(machinesDir, '.run'));
   for (const r of records) {
-    for (const p of [r.main, r.init, r.bwrap, r.keeper]) {
+    for (const p of [r.main, r.init, r.runtime, r.keeper]) {
       if (p && (await isRunning(p))) process.kill(p.pid, 'SIGKILL');
     }
   }

@@ -2,7 +2,7 @@
  * What pier and the machines it runs use, read from /proc (lib/machine-proc.ts): pier's
  * own memory, its CPU split by who spent it (pier's loop, the tools it ran, its
  * PostgreSQL backends) against the whole host's, and the per-machine processes pier
- * starts (keepers, bwrap's monitor and reaper, the machines' own httpd). `machines-many`
+ * starts (keepers, runc and the init, the machines' own httpd). `machines-many`
  * reads them around its burst of creates; they live here so that the benchmark states
  * only when it reads what.
  */
@@ -77,16 +77,16 @@ export async function pierCpuOver(b: MachinePier, seconds: number): Promise<numb
 
 /**
  * The processes pier runs for the machines `ids`, found by their sandbox records: the
- * Node keepers, bwrap's monitor and reaper, and the machines' own main process (httpd);
+ * Node keepers, runc (which waits and relays output) and the init, and the machines' own main process (httpd);
  * the keepers' CPU over their life so far; and the host's process count.
  */
 export async function machinesUsage(b: MachinePier, ids: string[]) {
   const records = (await b.sandboxRecords()).filter((r) => ids.includes(r.id));
   const keepers = await memoryOfAll(records.map((r) => r.keeper.pid));
-  const bwraps = await memoryOfAll(records.flatMap((r) => [r.bwrap.pid, r.init.pid]));
+  const runtimes = await memoryOfAll(records.flatMap((r) => [r.runtime.pid, r.init.pid]));
   const mains = await memoryOfAll(records.flatMap((r) => (r.main ? [r.main.pid] : [])));
   const processes = await processCount();
   let keepersCpu = 0;
   for (const r of records) keepersCpu += await cpuSeconds(r.keeper.pid);
-  return { keepers, bwraps, mains, processes, keepersCpu };
+  return { keepers, runtimes, mains, processes, keepersCpu };
 }

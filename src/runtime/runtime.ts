@@ -61,6 +61,7 @@ export interface GuestProcess {
   initPid: number;
   /** Host pid of the machine's main process (pid 2 inside). */
   mainPid: number;
+  /** The main process's uid and gid as the machine sees them (not the host's). */
   uid: number;
   gid: number;
   cwd: string;

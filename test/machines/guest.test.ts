@@ -10,7 +10,6 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { spawn } from 'node:child_process';
 import { closeSync, constants, openSync, readdirSync } from 'node:fs';
 import { readdir, readFile } from 'node:fs/promises';
-import WebSocket from 'ws';
 import { procRef } from '../../src/runtime/sandbox/proc.js';
 import { busyboxLayer } from '../../src/runtime/images/build.test-helper.js';
 import { FILE_CAP_BYTES } from '../../src/services/machines/files.js';
@@ -18,6 +17,7 @@ import { MAX_SESSIONS_PER_MACHINE } from '../../src/services/machines/exec-sessi
 import { Authenticator } from '../../src/services/authenticator.js';
 import { revokeKey } from '../../src/services/keys.js';
 import { canRunMachines, startMachineBed, type MachineBed } from './bed.js';
+import { openSession, until, type Session } from './session.js';
 
 let bed: MachineBed;
 let id: string;
@@ -286,62 +286,8 @@ describe.skipIf(!canRunMachines)('machine files: the kernel’s places and speci
   });
 });
 
-/** A WebSocket session: what it printed per channel, and its exit message. */
-interface Session {
-  ws: WebSocket;
-  out: { 1: string; 2: string };
-  exit: Promise<{ code: number | null; signal: string | null } | undefined>;
-  send(text: string): void;
-}
-
-function session(machine: string, query = '', token = bed.org.token): Promise<Session> {
-  const url = `${bed.tp.url.replace('http', 'ws')}/v1/machines/${machine}/exec${query}`;
-  const ws = new WebSocket(url, { headers: { authorization: `Bearer ${token}` } });
-  const out = { 1: '', 2: '' };
-  let exitMessage: { code: number | null; signal: string | null } | undefined;
-  ws.on('message', (data: Buffer, binary) => {
-    if (binary) out[data[0] as 1 | 2] += data.subarray(1).toString();
-    else {
-      const msg = JSON.parse(data.toString());
-      if (msg.type === 'exit') exitMessage = msg;
-    }
-  });
-  const exit = new Promise<typeof exitMessage>((resolve) =>
-    ws.on('close', () => resolve(exitMessage)),
-  );
-  return new Promise((resolve, reject) => {
-    ws.on('open', () =>
-      resolve({
-        ws,
-        out,
-        exit,
-        send: (text) => ws.send(Buffer.concat([Buffer.of(0), Buffer.from(text)])),
-      }),
-    );
-    ws.on('unexpected-response', (_req, res) => {
-      let body = '';
-      res.on('data', (c) => (body += c));
-      res.on('end', () =>
-        reject(
-          Object.assign(new Error(`HTTP ${res.statusCode}`), {
-            status: res.statusCode,
-            body: JSON.parse(body),
-            headers: res.headers,
-          }),
-        ),
-      );
-    });
-    ws.on('error', reject);
-  });
-}
-
-async function until(check: () => boolean, ms = 5000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!check()) {
-    if (Date.now() > end) throw new Error('timed out');
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
+const session = (machine: string, query = '', token = bed.org.token) =>
+  openSession(bed, machine, query, token);
 
 describe.skipIf(!canRunMachines)('liveness', () => {
   it('says whether the internal port listens, since when, and why not', async () => {

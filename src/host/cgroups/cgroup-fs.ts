@@ -31,6 +31,12 @@ export interface CgroupBackend {
    * duplicates; the first one holds the freezer.
    */
   dirs(name?: string): string[];
+  /**
+   * Pier's root as a cgroup path: absolute (`/x/pier`) under an explicit parent, else
+   * relative (`pier`) to the cgroup of pier's processes, hierarchy by hierarchy (on v1
+   * they may differ, and a relative path is the only one that names the group in all).
+   */
+  readonly rootPath: string;
   writeLimits(name: string, limits: CgroupLimits): Promise<void>;
   readLimits(name: string): Promise<CgroupLimits>;
   /** Asks the kernel to freeze (true) or thaw (false) the group; does not wait. */
@@ -38,6 +44,11 @@ export interface CgroupBackend {
   state(name: string): Promise<FreezeState>;
   /** True once a freeze was asked for and not undone (a thaw is needed). */
   freezeRequested(name: string): Promise<boolean>;
+}
+
+/** `parent` (a cgroup path such as `/` or `/system.slice`) joined with `name`. */
+export function joinCgroupPath(parent: string, name: string): string {
+  return `${parent.replace(/\/+$/, '')}/${name}`;
 }
 
 export async function readText(file: string): Promise<string> {

@@ -13,6 +13,7 @@ import {
 } from './cgroup-mounts.js';
 import {
   exists,
+  joinCgroupPath,
   parseLimit,
   quotaUs,
   readText,
@@ -30,6 +31,7 @@ export class CgroupV1 implements CgroupBackend {
     /** Pier's root directory in each usable hierarchy; the freezer is always there. */
     private readonly roots: Map<V1Controller, string>,
     readonly supports: ReadonlySet<LimitKind>,
+    readonly rootPath: string,
   ) {}
 
   /**
@@ -69,7 +71,11 @@ export class CgroupV1 implements CgroupBackend {
       const dir = roots.get(c);
       if (dir && (await exists(`${dir}/${file}`))) supports.add(kind);
     }
-    return new CgroupV1(roots, supports);
+    return new CgroupV1(
+      roots,
+      supports,
+      parent === 'self' ? rootName : joinCgroupPath(parent, rootName),
+    );
   }
 
   private dir(c: V1Controller, name?: string): string {

@@ -10,6 +10,7 @@ import { dirOf, type CgroupMounts, type ProcCgroups } from './cgroup-mounts.js';
 import {
   CPU_PERIOD_US,
   exists,
+  joinCgroupPath,
   parseLimit,
   quotaUs,
   readText,
@@ -44,6 +45,7 @@ export class CgroupV2 implements CgroupBackend {
   private constructor(
     private readonly root: string,
     readonly supports: ReadonlySet<LimitKind>,
+    readonly rootPath: string,
   ) {}
 
   /**
@@ -74,7 +76,11 @@ export class CgroupV2 implements CgroupBackend {
         supports.add(kind);
       }
     }
-    return new CgroupV2(root, supports);
+    return new CgroupV2(
+      root,
+      supports,
+      parent === 'self' ? rootName : joinCgroupPath(parent, rootName),
+    );
   }
 
   dirs(name?: string): string[] {

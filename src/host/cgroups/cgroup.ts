@@ -134,6 +134,16 @@ export class CgroupSet {
   }
 
   /**
+   * Group `name` as an OCI runtime's `cgroupsPath` takes it: `pier/<name>`, relative to
+   * the cgroups of the runtime's process, which pier starts from its own (or absolute
+   * when the set was made under an explicit parent).
+   */
+  path(name: string): string {
+    assertCgroupName(name);
+    return `${this.backend.rootPath}/${name}`;
+  }
+
+  /**
    * Creates group `name` (idempotent) and writes the limits given; absent ones are left
    * as they are, so calling again with new limits resizes the group. Throws for a limit
    * this host cannot enforce (see `supports`) or an invalid value.

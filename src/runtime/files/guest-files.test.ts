@@ -42,7 +42,7 @@ async function text(p: string, cap = 1024): Promise<string> {
 }
 
 const bytes = (s: string) => Readable.from([Buffer.from(s)]);
-const owner = { mode: 0o644, uid: process.getuid?.() ?? 0, gid: process.getgid?.() ?? 0 };
+const owner = { mode: 0o644, uid: 0, gid: 0 }; // machine root: host uid 200000
 
 beforeAll(async () => {
   base = await mkdtemp(path.join(tmpdir(), 'pier-files-'));

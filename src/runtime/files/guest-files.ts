@@ -6,6 +6,7 @@
  * sits on a pseudo file system are refused, and so is every file that is neither regular
  * nor a directory (see confined.ts); nothing here can block on a FIFO or open a device.
  */
+import { guestId, hostId } from '../sandbox/userns.js';
 import { constants, type ReadStream } from 'node:fs';
 import { lstat, open, readdir, readlink, rename, rm, type FileHandle } from 'node:fs/promises';
 import {
@@ -90,7 +91,8 @@ export class GuestFiles {
    * Writes `data` to `path` (missing directories made), replacing it atomically: the
    * bytes go to a new file beside it that is then renamed over it, so a reader never sees
    * half a file and a symlink in the file's place is replaced, never followed. Mode
-   * `mode`, owner `uid:gid` (the machine's user). Returns the bytes written.
+   * `mode`, owner `uid:gid` (the machine's user, as the machine numbers it). Returns the
+   * bytes written.
    */
   async write(
     path: string,
@@ -123,7 +125,7 @@ export class GuestFiles {
           await file.write(chunk);
         }
         await file.chmod(opts.mode);
-        await file.chown(opts.uid, opts.gid);
+        await file.chown(hostId(opts.uid), hostId(opts.gid));
         await file.sync();
       } finally {
         await file.close();
@@ -164,8 +166,9 @@ export class GuestFiles {
           type,
           size: st.size,
           mode: `0${(st.mode & 0o7777).toString(8).padStart(3, '0')}`,
-          uid: st.uid,
-          gid: st.gid,
+          // As the machine sees them: its ids are the host's shifted (sandbox/userns.ts).
+          uid: guestId(st.uid),
+          gid: guestId(st.gid),
           modifiedAt: st.mtime.toISOString(),
         };
         if (type === 'symlink') {

@@ -231,7 +231,7 @@ describe('what registries answer', () => {
       const { store, dir } = await newStore();
       expect((await failure(store.pull(`${s.host}/app:1`))).code).toBe('digest-mismatch');
       expect(await readdir(path.join(dir, 'blobs/tmp'))).toEqual([]);
-      expect(await readdir(path.join(dir, 'roots'))).toEqual([]);
+      expect(await readdir(path.join(dir, 'roots-userns'))).toEqual([]);
     }
   });
 
@@ -296,7 +296,7 @@ describe('caps on one image', () => {
     return {
       blobs: await readdir(path.join(dir, 'blobs/sha256')),
       tmpBlobs: await readdir(path.join(dir, 'blobs/tmp')),
-      roots: await readdir(path.join(dir, 'roots')),
+      roots: await readdir(path.join(dir, 'roots-userns')),
       images: await readdir(path.join(dir, 'images')),
     };
   }
@@ -395,7 +395,7 @@ describe('caps on one image', () => {
       expect(err.message).toMatch(/more than the \d+ its manifest gives|longer than the \d+ bytes/);
       expect(Date.now() - started).toBeLessThan(2000);
       expect(await readdir(path.join(dir, 'blobs/tmp'))).toEqual([]);
-      expect(await readdir(path.join(dir, 'roots'))).toEqual([]);
+      expect(await readdir(path.join(dir, 'roots-userns'))).toEqual([]);
     }
   });
 });
@@ -502,7 +502,7 @@ describe('the outbound guard', () => {
     expect(err.message).toMatch(loopback);
     expect(err.message).toContain(cdn.host);
     expect(cdn.requests).toEqual([]);
-    expect(await readdir(path.join(refused.dir, 'roots'))).toEqual([]);
+    expect(await readdir(path.join(refused.dir, 'roots-userns'))).toEqual([]);
 
     const both = await newStore({
       guard: new OutboundGuard({ trusted: [registry.host, cdn.host] }),

@@ -9,6 +9,7 @@
  * refused for its size leaves nothing: the temp root goes (roots.ts), and so do the blobs
  * and manifests it brought that no other image or build uses.
  */
+import { imageOwner } from '../sandbox/userns.js';
 import type { BlobCache, BlobProgress } from './blob-cache.js';
 import { ImageError } from './errors.js';
 import { parseImageConfig } from './image-config.js';
@@ -159,6 +160,8 @@ export class ImageBuilder {
             diffId: diffIds[i]!,
             signal: inner,
             budget,
+            // Owned by the machines' id range, as machine root sees them as its own.
+            owner: imageOwner,
           });
           skipped += r.skipped;
         }

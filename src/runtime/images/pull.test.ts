@@ -40,7 +40,7 @@ describe('pulling', () => {
 
     expect(pulled.digest).toBe(image.hostDigest);
     expect(pulled.ref).toBe(ref);
-    expect(pulled.rootfs).toBe(path.join(dir, 'roots', pulled.digest.slice(7)));
+    expect(pulled.rootfs).toBe(path.join(dir, 'roots-userns', pulled.digest.slice(7)));
     expect(pulled.config).toEqual({
       entrypoint: ['/bin/sh', '-c'],
       cmd: ['httpd -f -p 8080'],
@@ -58,7 +58,7 @@ describe('pulling', () => {
     // The binary is the real thing: it runs.
     const { stdout } = await promisify(execFile)(busybox, ['echo', 'from the image']);
     expect(stdout).toBe('from the image\n');
-    expect((await stat(path.join(dir, 'roots'))).mode & 0o777).toBe(0o700);
+    expect((await stat(path.join(dir, 'roots-userns'))).mode & 0o777).toBe(0o700);
     const record = JSON.parse(
       await readFile(path.join(dir, 'images', `${pulled.digest.slice(7)}.json`), 'utf8'),
     );
@@ -155,7 +155,14 @@ describe('pulling', () => {
     expect(await readdir(path.join(rootfs, 'data'))).toEqual(['new']);
     const tool = await stat(path.join(rootfs, 'usr/bin/tool'));
     expect((await stat(path.join(rootfs, 'usr/bin/tool2'))).ino).toBe(tool.ino);
-    if (process.getuid?.() === 0) expect([tool.uid, tool.gid]).toEqual([1000, 1000]);
+    // Shifted into the machines' id range: machine uid 1000 is host uid 201000.
+    if (process.getuid?.() === 0) {
+      expect([tool.uid, tool.gid]).toEqual([201_000, 201_000]);
+      const root = await stat(rootfs);
+      expect([root.uid, root.gid]).toEqual([200_000, 200_000]);
+      const implicit = await stat(path.join(rootfs, 'usr'));
+      expect(implicit.uid).toBe(200_000);
+    }
     expect(await readlink(path.join(rootfs, 'bin'))).toBe('usr/bin');
   });
 });

@@ -14,15 +14,26 @@ import path from 'node:path';
 
 const TMP_PREFIX = '.tmp-';
 
+/**
+ * The roots' directory: `roots-userns/`, as their files are owned by the machines' id
+ * range (see sandbox/userns.ts), not by the images' own ids.
+ */
+const ROOTS = 'roots-userns';
+
 /** The roots directory of a store. */
 export class RootDirs {
   private readonly dir: string;
 
   constructor(storeDir: string) {
-    this.dir = path.join(storeDir, 'roots');
+    this.dir = path.join(storeDir, ROOTS);
+    this.storeDir = storeDir;
   }
 
+  private readonly storeDir: string;
+
   async init(): Promise<void> {
+    // Roots of before machines had user namespaces are owned by the images' own ids.
+    await rm(path.join(this.storeDir, 'roots'), { recursive: true, force: true });
     await mkdir(this.dir, { recursive: true, mode: 0o700 });
     await chmod(this.dir, 0o700);
     for (const name of await readdir(this.dir)) {

@@ -28,7 +28,7 @@ describe('sharing, restarts and removal', () => {
       store.pull(`${repo}@${image.digest}`),
     ]);
     expect(new Set(pulls.map((p) => p.rootfs)).size).toBe(1);
-    expect(await readdir(path.join(dir, 'roots'))).toEqual([image.digest.slice(7)]);
+    expect(await readdir(path.join(dir, 'roots-userns'))).toEqual([image.digest.slice(7)]);
     const blobGets = requests.filter((r) => r.startsWith('GET') && r.includes('/blobs/'));
     expect(blobGets).toHaveLength(3); // config + 2 layers, once each
     expect(requests.filter((r) => r.startsWith('HEAD'))).toHaveLength(1);

@@ -85,7 +85,7 @@ export async function rejection(p: Promise<unknown>): Promise<ImageError> {
 export async function leftovers(dir: string) {
   return {
     tmpBlobs: await readdir(path.join(dir, 'blobs/tmp')),
-    roots: await readdir(path.join(dir, 'roots')),
+    roots: await readdir(path.join(dir, 'roots-userns')),
     images: await readdir(path.join(dir, 'images')),
   };
 }

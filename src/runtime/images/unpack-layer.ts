@@ -43,6 +43,11 @@ export interface ApplyLayerOptions {
   signal?: AbortSignal;
   /** The image's running count against its caps, shared by all its layers; none = no cap. */
   budget?: UnpackBudget;
+  /**
+   * The host id an entry's uid or gid becomes (when unpacking as root). Machines' roots
+   * shift them into the machines' user-namespace range; default: kept as they are.
+   */
+  owner?: (id: number) => number;
 }
 
 /** What applying a layer skipped: devices and FIFOs, and entry types tar does not know. */
@@ -54,6 +59,7 @@ interface LayerState {
   root: string;
   layer: string;
   asRoot: boolean;
+  owner: (id: number) => number;
   /** Paths (root-relative, resolved) this layer wrote, with all their ancestors. */
   touched: Set<string>;
   /** Directory mtimes, set at the end: entries written into them would change them again. */
@@ -68,12 +74,15 @@ export async function applyLayer(file: string, opts: ApplyLayerOptions): Promise
     root: opts.root,
     layer: opts.layer,
     asRoot: process.getuid?.() === 0,
+    owner: opts.owner ?? ((id) => id),
     touched: new Set(),
     dirTimes: new Map(),
     skipped: 0,
     budget: opts.budget,
   };
   const { budget } = opts;
+  // The root itself, which no entry may name: owned like an image's `/`.
+  if (state.asRoot) await lchown(opts.root, state.owner(0), state.owner(0));
   const stream = await openLayer(file, opts.layer, opts.signal, budget && ((n) => budget.tar(n)));
   const stats = { ignored: 0 };
   let ignored = 0;
@@ -114,7 +123,16 @@ function markTouched(state: LayerState, rel: string[]): void {
 /** Resolves an entry's parent inside the root, creating missing directories. */
 async function ensureParent(state: LayerState, parts: string[]): Promise<Resolved> {
   const parent = await resolveDir(state.root, parts, state.layer);
-  if (!parent.exists) await mkdir(parent.abs, { recursive: true, mode: 0o755 });
+  if (!parent.exists) {
+    const first = await mkdir(parent.abs, { recursive: true, mode: 0o755 });
+    // Directories no entry named are root's, as in any image: root's as `owner` maps it.
+    if (first !== undefined && state.asRoot) {
+      for (let dir = parent.abs; ; dir = path.dirname(dir)) {
+        await lchown(dir, state.owner(0), state.owner(0));
+        if (dir === first || dir.length <= first.length) break;
+      }
+    }
+  }
   return parent;
 }
 
@@ -187,7 +205,7 @@ async function applyEntry(entry: ReadEntry, state: LayerState): Promise<void> {
       const dst = path.join(parent.abs, name);
       await clear(dst, false);
       await symlink(entry.linkpath ?? '', dst);
-      if (state.asRoot) await lchown(dst, entry.uid ?? 0, entry.gid ?? 0);
+      if (state.asRoot) await lchown(dst, ...ids(state, entry));
       if (entry.mtime) await lutimes(dst, entry.mtime, entry.mtime);
       markTouched(state, [...parent.rel, name]);
       return;
@@ -229,6 +247,11 @@ async function linkTarget(linkpath: string, state: LayerState): Promise<string> 
   return target;
 }
 
+/** The host uid and gid of `entry`'s owner. */
+function ids(state: LayerState, entry: ReadEntry): [number, number] {
+  return [state.owner(entry.uid ?? 0), state.owner(entry.gid ?? 0)];
+}
+
 async function writeFile(dst: string, entry: ReadEntry, state: LayerState): Promise<void> {
   const fh = await open(dst, FILE_FLAGS, 0o600);
   try {
@@ -238,7 +261,7 @@ async function writeFile(dst: string, entry: ReadEntry, state: LayerState): Prom
         off += (await fh.write(chunk, off, chunk.length - off)).bytesWritten;
     }
     // chown before chmod: chown clears set-id bits.
-    if (state.asRoot) await fh.chown(entry.uid ?? 0, entry.gid ?? 0);
+    if (state.asRoot) await fh.chown(...ids(state, entry));
     await fh.chmod(entry.mode ?? 0o644);
     if (entry.mtime) await fh.utimes(entry.mtime, entry.mtime);
   } finally {
@@ -249,7 +272,7 @@ async function writeFile(dst: string, entry: ReadEntry, state: LayerState): Prom
 async function setDirMeta(dir: string, entry: ReadEntry, state: LayerState): Promise<void> {
   const fh = await open(dir, DIR_FLAGS);
   try {
-    if (state.asRoot) await fh.chown(entry.uid ?? 0, entry.gid ?? 0);
+    if (state.asRoot) await fh.chown(...ids(state, entry));
     await fh.chmod(entry.mode ?? 0o755);
   } finally {
     await fh.close();

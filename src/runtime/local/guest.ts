@@ -6,7 +6,7 @@
  */
 import { readFile } from 'node:fs/promises';
 import type { GuestProcess } from '../runtime.js';
-import { isRunning, type SandboxRecord } from '../sandbox/index.js';
+import { guestId, isRunning, type SandboxRecord } from '../sandbox/index.js';
 import { machineCwd } from './process.js';
 import type { MachineRecord } from './records.js';
 
@@ -39,9 +39,11 @@ export async function guestOf(
     readFile(`/proc/${main}/status`, 'utf8').catch(() => ''),
     readFile(`/proc/${main}/environ`, 'utf8').catch(() => ''),
   ]);
-  const uid = idOf(status, 'Uid');
-  const gid = idOf(status, 'Gid');
-  if (uid === undefined || gid === undefined) return undefined;
+  const hostUid = idOf(status, 'Uid');
+  const hostGid = idOf(status, 'Gid');
+  if (hostUid === undefined || hostGid === undefined) return undefined;
+  // As the machine knows them: the host's ids are its own shifted (sandbox/userns.ts).
+  const [uid, gid] = [guestId(hostUid), guestId(hostGid)];
   return {
     initPid: sandbox.init.pid,
     mainPid: main,

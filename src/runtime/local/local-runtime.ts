@@ -263,7 +263,7 @@ export class LocalRuntime implements MachineRuntime {
   async shell(id: string, opts: ShellOptions): Promise<GuestSession> {
     const guest = await this.guest(id);
     if (!guest) throw new Error(`machine ${id} is not running`);
-    return startShell(this.opts.cgroups, guest, opts);
+    return startShell(this.sandboxes.runcCommand, id, guest, opts);
   }
 
   async address(id: string, port: number): Promise<{ host: string; port: number } | undefined> {

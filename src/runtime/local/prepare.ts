@@ -4,13 +4,19 @@
  * layer's directories, the overlay root, the netns on the bridge, the cgroup with its
  * limits; then the sandbox spec, with the process worked out from the image and the spec.
  */
-import { lstat, mkdir } from 'node:fs/promises';
+import { chown, lstat, mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import type { CgroupSet } from '../../host/cgroups/cgroup.js';
 import type { StoragePool } from '../../storage/pool/pool.js';
 import type { ImageConfig } from '../images/index.js';
 import { MachineStartError, type MachineSpec } from '../runtime.js';
-import { mountRootfs, resolveInRoot, type Network, type SandboxSpec } from '../sandbox/index.js';
+import {
+  hostId,
+  mountRootfs,
+  resolveInRoot,
+  type Network,
+  type SandboxSpec,
+} from '../sandbox/index.js';
 import { machineArgv, machineCwd, machineEnv } from './process.js';
 import type { MachineRecord } from './records.js';
 import { resolveUser, UserError } from './users.js';
@@ -58,6 +64,10 @@ export async function prepareMachine(
   if (!volume) throw failed(`the writable layer of machine ${record.id} is gone`);
   const paths = machinePaths(ctx.machinesDir, record.id, volume.path);
   await mkdir(paths.state, { recursive: true, mode: 0o700 });
+  // The writable layer's top is the machine's `/` (overlay shows the upper directory's
+  // owner there): machine root's, like the image's root.
+  await mkdir(paths.upper, { recursive: true, mode: 0o755 });
+  await chown(paths.upper, hostId(0), hostId(0));
   await mountRootfs({
     lower: await ctx.imageRoot(record),
     upper: paths.upper,
@@ -71,6 +81,7 @@ export async function prepareMachine(
   for (const v of spec.volumes) {
     const info = await ctx.pool.info(v.volume).catch(() => undefined);
     if (!info) throw failed(`volume ${v.volume} does not exist`);
+    await adoptVolume(info.path);
     mounts.push({ source: info.path, target: v.mountPath, readOnly: false });
   }
   const config: ImageConfig = record.image.config;
@@ -89,6 +100,7 @@ export async function prepareMachine(
     id: record.id,
     rootfs: paths.root,
     netns: net.netns,
+    userns: net.userns,
     hostname: spec.hostname,
     argv,
     env: machineEnv(config.env, spec.env, {
@@ -114,5 +126,19 @@ export async function prepareMachine(
 async function ensureDirInRoot(root: string, dir: string): Promise<void> {
   const host = path.join(root, await resolveInRoot(root, dir));
   const st = await lstat(host).catch(() => undefined);
-  if (!st) await mkdir(host, { recursive: true, mode: 0o755 });
+  if (st) return;
+  const first = await mkdir(host, { recursive: true, mode: 0o755 });
+  // Root's inside the machine, as Docker makes a WorkingDir: each directory made here.
+  for (let d = host; first !== undefined && d.length >= first.length; d = path.dirname(d)) {
+    await chown(d, hostId(0), hostId(0));
+  }
+}
+
+/**
+ * A fresh volume's top directory is host root's: it becomes machine root's, so the
+ * machine can write there. One the machine has made its own is left as it is.
+ */
+async function adoptVolume(dir: string): Promise<void> {
+  const st = await lstat(dir);
+  if (st.uid === 0 && st.gid === 0) await chown(dir, hostId(0), hostId(0));
 }

@@ -1,75 +1,45 @@
 /**
- * Shell sessions inside a running machine (`MachineRuntime.shell`). The session's process
- * is `nsenter` into every namespace of the machine's main process (user, mount, uts, ipc,
- * net, pid, cgroup), under its root and in its working directory, as its uid and gid,
- * with its environment; nsenter forks once more so the command is a member of the
- * machine's pid namespace. It runs on a pseudo-terminal (node-pty) or on plain pipes.
+ * Shell sessions inside a running machine (`MachineRuntime.shell`): `runc exec`, which
+ * joins every namespace and the cgroup of the machine and gives the session exactly what
+ * the machine's process has: its user, working directory and environment, its
+ * capabilities, no_new_privs and its seccomp filter. So a session can never hold more
+ * than the machine's own process. It runs on a pseudo-terminal (node-pty; runc then makes
+ * a terminal inside and relays, resizes included) or on plain pipes.
  *
- * The cgroup: nsenter is moved into the machine's cgroup synchronously right after the
- * spawn, before it has entered the namespaces and forked, so the command is born inside
- * (its memory, CPU and pids limits apply, and a suspend freezes it with the machine);
- * `adopt` then catches anything quicker. The caller holds back input until `ready`.
- *
- * Ending a session kills the whole process tree it started: nsenter does not pass
- * signals on, and a command without a terminal gets no SIGHUP.
+ * Ending a session kills the whole process tree it started (runc, and what it runs).
  */
 import { spawn as spawnChild } from 'node:child_process';
 import { constants } from 'node:os';
 import { spawn as spawnPty } from 'node-pty';
-import type { CgroupSet } from '../../host/cgroups/cgroup.js';
 import type { GuestProcess, GuestSession, ShellOptions } from '../runtime.js';
 import { killTree } from '../sandbox/proc.js';
 
-const NSENTER = '/usr/bin/nsenter';
-
-/** nsenter's arguments for a session in `guest`'s machine, running `argv`. */
-export function nsenterArgs(mainPid: number, guest: GuestProcess, argv: string[]): string[] {
-  return [
-    `--target=${mainPid}`,
-    '--user',
-    '--mount',
-    '--uts',
-    '--ipc',
-    '--net',
-    '--pid',
-    '--cgroup',
-    '--root',
-    '--wd',
-    `--setuid=${guest.uid}`,
-    `--setgid=${guest.gid}`,
-    '--',
-    ...argv,
-  ];
+/**
+ * The command of a session running `argv` in sandbox `id`: `runc` (`runcCommand` is
+ * `runc --root …`) `exec`, with a terminal and its TERM when `term` is given.
+ */
+export function execCommand(
+  runcCommand: string[],
+  id: string,
+  argv: string[],
+  term?: string,
+): string[] {
+  const tty = term === undefined ? [] : ['--tty', '--env', `TERM=${term}`];
+  return [...runcCommand, 'exec', ...tty, id, ...argv];
 }
 
-/**
- * Starts a session; resolves once it is in the machine's cgroup (the caller may then
- * pass input). `mainPid` is the machine's main process, whose namespaces, root and
- * working directory the session takes.
- */
-export async function startShell(
-  cgroups: CgroupSet,
+/** Starts a session in sandbox `id`, whose main process `guest` describes. */
+export function startShell(
+  runcCommand: string[],
+  id: string,
   guest: GuestProcess,
   opts: ShellOptions,
-): Promise<GuestSession> {
+): GuestSession {
   const argv = opts.argv ?? ['/bin/sh'];
-  const env = {
-    ...guest.env,
-    ...(opts.tty ? { TERM: guest.env.TERM ?? 'xterm-256color' } : {}),
-  };
-  const args = nsenterArgs(guest.mainPid, guest, argv);
-  const session = opts.tty ? ptySession(args, env, opts) : pipeSession(args, env);
-  try {
-    cgroups.enterNow(guest.cgroup, session.pid);
-    await cgroups.adopt(guest.cgroup, session.pid);
-  } catch (err) {
-    // Gone already (a command that failed at once) is fine: its exit is reported.
-    if (!/no such process/.test((err as Error).message)) {
-      await killTree(session.pid);
-      throw err;
-    }
-  }
-  return session;
+  const term = opts.tty ? (guest.env.TERM ?? 'xterm-256color') : undefined;
+  const [file, ...args] = execCommand(runcCommand, id, argv, term) as [string, ...string[]];
+  const env = { PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' };
+  return opts.tty ? ptySession(file, args, env, opts) : pipeSession(file, args, env);
 }
 
 type Listeners = {
@@ -116,9 +86,14 @@ function signalName(n: number | undefined): NodeJS.Signals | null {
   return (found?.[0] as NodeJS.Signals | undefined) ?? null;
 }
 
-function ptySession(args: string[], env: Record<string, string>, opts: ShellOptions): GuestSession {
-  const pty = spawnPty(NSENTER, args, {
-    name: env.TERM ?? 'xterm-256color',
+function ptySession(
+  file: string,
+  args: string[],
+  env: Record<string, string>,
+  opts: ShellOptions,
+): GuestSession {
+  const pty = spawnPty(file, args, {
+    name: 'xterm-256color',
     cols: opts.cols,
     rows: opts.rows,
     cwd: '/',
@@ -137,9 +112,9 @@ function ptySession(args: string[], env: Record<string, string>, opts: ShellOpti
   };
 }
 
-function pipeSession(args: string[], env: Record<string, string>): GuestSession {
-  const child = spawnChild(NSENTER, args, { env, cwd: '/', stdio: ['pipe', 'pipe', 'pipe'] });
-  if (child.pid === undefined) throw new Error('nsenter could not be started');
+function pipeSession(file: string, args: string[], env: Record<string, string>): GuestSession {
+  const child = spawnChild(file, args, { env, cwd: '/', stdio: ['pipe', 'pipe', 'pipe'] });
+  if (child.pid === undefined) throw new Error('runc could not be started');
   const b = base(child.pid);
   child.stdout.on('data', (d: Buffer) => b.emitData('stdout', d));
   child.stderr.on('data', (d: Buffer) => b.emitData('stderr', d));

@@ -1,7 +1,8 @@
 /**
  * Running one machine's process isolated: the platform network (bridge, per-machine
- * namespaces), the overlay root, and the sandbox itself (bwrap in fresh namespaces,
- * in the machine's cgroup, with a keeper holding its console log and exit status).
+ * and user namespaces), the overlay root, and the sandbox itself (runc, in fresh
+ * namespaces and the machine's cgroup, with a keeper holding its console log and exit
+ * status).
  * See README.md in this directory for the design, the log format and the limits.
  */
 export { allocateIp, gatewayOf, isMachineIp, parseCidr } from './cidr.js';
@@ -15,6 +16,7 @@ export {
   type RootfsSpec,
 } from './rootfs.js';
 export { ROOT_CAPS, checkSpec, type SandboxSpec } from './spec.js';
+export { GUEST_ID_BASE, GUEST_ID_COUNT, guestId, hostId } from './userns.js';
 export { Sandboxes, type SandboxesOptions, type StopOptions } from './run.js';
 export type { ExitStatus, SandboxRecord } from './protocol.js';
 export { cpuTicks, isRunning, type ProcRef } from './proc.js';

@@ -2,31 +2,38 @@
  * The keeper: a small detached process per sandbox, started by pier and living exactly
  * as long as the sandbox (like containerd's shim). It
  *
- * - spawns bwrap and is its parent, so it learns the exit status and records it in
- *   `exit.json` whether or not pier is running;
+ * - writes the sandbox's OCI bundle (on /run, never a disk: the configuration holds the
+ *   environment; `runc exec` reads it for every session) and runs `runc run` in the
+ *   foreground, so it learns the exit status and records it in
+ *   `exit.json` whether or not pier is running; runc puts the sandbox's processes in the
+ *   machine's cgroup (`cgroupsPath`) before any of them runs;
  * - holds the read ends of the sandbox's stdout and stderr (named pipes in the state
- *   directory, real pipes, so `/dev/stdout` can be opened inside) and writes what
- *   comes through into the capped log (log-writer.ts);
- * - writes the identity uid/gid maps of the sandbox's user namespace while bwrap waits,
- *   and lets bwrap go on only after pier moved it into the machine's cgroup, so every
- *   process of the machine is born inside its limits;
- * - when the machine's process ends, kills the sandbox's pid 1, which takes every
- *   leftover process of the sandbox with it.
+ *   directory, real pipes) and writes what comes through into the capped log
+ *   (log-writer.ts);
+ * - when the machine's process ends, makes sure nothing of the sandbox is left
+ *   (`runc delete --force`).
  *
- * Run as `node keeper.js` with an IPC channel; pier sends the StartMessage, then `go`.
+ * Run as `node keeper.js` with an IPC channel; pier sends the StartMessage.
  * Its own diagnostics go to `keeper.log` in the state directory.
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { closeSync, constants, openSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  closeSync,
+  constants,
+  mkdirSync,
+  openSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import type { Readable, Writable } from 'node:stream';
 import { LogWriter } from './log-writer.js';
 import type { LogStream } from './logs.js';
-import { childrenOf, innerPid, isRunning, kill, procRef, sleep, type ProcRef } from './proc.js';
+import { childrenOf, isRunning, kill, procRef, sleep, type ProcRef } from './proc.js';
 import {
-  FD,
   STATE_FILES,
   type ExitStatus,
   type KeeperMessage,
@@ -40,29 +47,25 @@ const say = (msg: KeeperMessage) => {
 };
 const note = (text: string) => process.stderr.write(`${new Date().toISOString()} ${text}\n`);
 
-let phase: 'waiting' | 'spawned' | 'running' | 'ending' = 'waiting';
-let sandbox: ChildProcess | undefined;
+let phase: 'waiting' | 'running' | 'ending' = 'waiting';
+let runtime: ChildProcess | undefined;
 let init: ProcRef | undefined;
 let begun = false;
-let goGiven = false;
-let goReceived: () => void = () => {};
-const go = new Promise<void>((resolve) => (goReceived = resolve));
+let started: StartMessage | undefined;
 /** Settles once start() has said `started` or `failed`. */
 let startSettled: Promise<void> = Promise.resolve();
 
 process.on('message', (msg: PierMessage) => {
   if (msg.type === 'start' && !begun) {
     begun = true;
+    started = msg;
     startSettled = start(msg).catch((err: Error) => fail(err.message));
-  } else if (msg.type === 'go' && phase === 'spawned') {
-    goGiven = true;
-    goReceived();
   }
 });
 
 // Pier gone (or giving up) before the sandbox ran: nothing of it may be left behind.
 process.on('disconnect', () => {
-  if (phase === 'waiting' || phase === 'spawned') fail('pier went away before the sandbox started');
+  if (phase === 'waiting') fail('pier went away before the sandbox started');
 });
 
 // A keeper that dies takes the machine's log pipes with it; better to note and go on.
@@ -71,12 +74,24 @@ process.on('uncaughtException', (err) => note(`uncaught: ${err.stack ?? err.mess
 function fail(message: string): void {
   note(`start failed: ${message}`);
   say({ type: 'failed', message });
-  if (sandbox?.pid !== undefined) kill(sandbox.pid, 'SIGKILL');
-  if (init) kill(init.pid, 'SIGKILL');
-  if (!sandbox) process.exit(1); // else the exit handler records the end and exits
+  if (runtime?.pid !== undefined) kill(runtime.pid, 'SIGKILL');
+  if (started) deleteContainer(started);
+  if (!runtime) process.exit(1); // else the exit handler records the end and exits
 }
 
-/** Makes the two fifos; returns their read ends and the write ends for bwrap. */
+/** `runc delete --force`: kills whatever is left of the sandbox and forgets its state. */
+function deleteContainer(msg: StartMessage): void {
+  try {
+    execFileSync(msg.runc, ['--root', msg.runcRoot, 'delete', '--force', msg.id], {
+      stdio: 'ignore',
+      timeout: 10_000,
+    });
+  } catch {
+    // Nothing by that name: the usual case.
+  }
+}
+
+/** Makes the two fifos; returns their read ends and the write ends for runc. */
 function openFifos(dir: string): { stream: LogStream; read: number; write: number }[] {
   const files = [path.join(dir, STATE_FILES.stdout), path.join(dir, STATE_FILES.stderr)];
   for (const f of files) rmSync(f, { force: true });
@@ -87,17 +102,6 @@ function openFifos(dir: string): { stream: LogStream; read: number; write: numbe
     const read = openSync(file, constants.O_RDONLY | constants.O_NONBLOCK);
     const write = openSync(file, constants.O_WRONLY);
     return { stream, read, write };
-  });
-}
-
-/** Everything bwrap writes on fd `stream` until it closes. */
-function readAll(stream: Readable): Promise<string> {
-  return new Promise((resolve, reject) => {
-    let text = '';
-    stream.setEncoding('utf8');
-    stream.on('data', (d: string) => (text += d));
-    stream.on('end', () => resolve(text));
-    stream.on('error', reject);
   });
 }
 
@@ -118,16 +122,21 @@ function writeAtomic(file: string, data: unknown): void {
 async function start(msg: StartMessage): Promise<void> {
   const log = LogWriter.open(msg.stateDir, msg.logMaxBytes);
   const fifos = openFifos(msg.stateDir);
-  const [file, ...args] = msg.command as [string, ...string[]];
-  const child = spawn(file, args, {
-    stdio: ['ignore', fifos[0]?.write, fifos[1]?.write, 'pipe', 'pipe', 'pipe'],
+  // A sandbox of this id left by a keeper that was killed would make `run` refuse.
+  deleteContainer(msg);
+  mkdirSync(msg.bundle, { recursive: true, mode: 0o700 });
+  const configFile = path.join(msg.bundle, 'config.json');
+  const pidFile = path.join(msg.bundle, 'init.pid');
+  rmSync(pidFile, { force: true });
+  writeFileSync(configFile, JSON.stringify(msg.config), { mode: 0o600 });
+  const args = ['--root', msg.runcRoot, 'run', '--bundle', msg.bundle, '--pid-file', pidFile];
+  const child = spawn(msg.runc, [...args, msg.id], {
+    stdio: ['ignore', fifos[0]?.write, fifos[1]?.write],
     env: { PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' },
     cwd: '/',
   });
-  sandbox = child;
-  // Node types stdio as a 5-tuple; fds 3–5 are the pipes asked for above.
-  const pipes = child.stdio as unknown as (Readable & Writable)[];
-  for (const f of fifos) closeSync(f.write); // only the sandbox may hold them open
+  runtime = child;
+  for (const f of fifos) closeSync(f.write); // only runc may hold them open
   const drained = fifos.map(
     ({ stream, read }) =>
       new Promise<void>((resolve) => {
@@ -137,36 +146,31 @@ async function start(msg: StartMessage): Promise<void> {
         pipe.on('error', (err) => (note(`${stream}: ${err.message}`), resolve()));
       }),
   );
+  let over = false;
   const exited = new Promise<ExitStatus>((resolve) => {
     child.once('exit', (code, signal) => resolve(exitStatus(code, signal)));
     child.once('error', (err) => {
-      note(`spawn ${file}: ${err.message}`);
+      note(`spawn ${msg.runc}: ${err.message}`);
       resolve(exitStatus(127, null));
     });
   });
-  void exited.then((status) => finish(msg, log, drained, status));
+  void exited.then((status) => {
+    over = true;
+    return finish(msg, log, drained, status);
+  });
 
-  (pipes[FD.args] as Writable).end(msg.bwrapArgs.map((a) => `${a}\0`).join(''));
-  const info = await readAll(pipes[FD.info] as Readable);
-  const childPid = (JSON.parse(info || '{}') as { 'child-pid'?: number })['child-pid'];
-  if (!childPid) throw new Error('bwrap ended before it started the sandbox');
-  init = await procRef(childPid);
-  if (!init) throw new Error('the sandbox ended before it started');
-  // Every uid and gid maps to itself: file ownership means the same inside and out.
-  writeFileSync(`/proc/${childPid}/uid_map`, '0 0 4294967295\n');
-  writeFileSync(`/proc/${childPid}/gid_map`, '0 0 4294967295\n');
-  phase = 'spawned';
-  say({ type: 'spawned', bwrap: child.pid as number, init: childPid });
-  await go;
-  (pipes[FD.usernsBlock] as Writable).end('1');
-  const main = await findMain(init.pid, exited);
-  const [keeper, bwrap] = [await procRef(process.pid), await procRef(child.pid as number)];
+  const initPid = await waitPidFile(pidFile, () => over);
+  if (initPid === undefined) throw new Error('runc ended before it started the sandbox');
+  // A process that ended at once still started: its exit status tells the rest.
+  init = (await procRef(initPid)) ?? { pid: initPid, start: 0 };
+  const main = await findMain(init.pid, () => over);
+  const [keeper, runc] = [await procRef(process.pid), await procRef(child.pid as number)];
   const record: SandboxRecord = {
     id: msg.id,
     stateDir: msg.stateDir,
     cgroup: msg.cgroup,
     keeper: keeper as ProcRef,
-    bwrap: bwrap ?? { pid: child.pid as number, start: 0 },
+    runtime: runc ?? { pid: child.pid as number, start: 0 },
     init,
     ...(main ? { main } : {}),
     startedAt: new Date().toISOString(),
@@ -176,18 +180,34 @@ async function start(msg: StartMessage): Promise<void> {
   say({ type: 'started', pid: main?.pid ?? init.pid });
 }
 
+/** The init's pid once runc has written it (the sandbox then exists); undefined if runc ended. */
+async function waitPidFile(file: string, over: () => boolean): Promise<number | undefined> {
+  const deadline = Date.now() + 30_000;
+  while (!over() && Date.now() < deadline) {
+    const pid = Number(readText(file));
+    if (Number.isInteger(pid) && pid > 0) return pid;
+    await sleep(1);
+  }
+  return undefined;
+}
+
+function readText(file: string): string {
+  try {
+    return readFileSync(file, 'utf8').trim();
+  } catch {
+    return '';
+  }
+}
+
 /**
- * The machine's process: the child of the sandbox's pid 1 that is pid 2 inside. Polls
- * until bwrap has forked it (a few ms) or the sandbox ended.
+ * The machine's process: the init's child (pid 2 inside). Polls until the init has
+ * forked it (a few ms) or the sandbox ended.
  */
-async function findMain(initPid: number, exited: Promise<unknown>): Promise<ProcRef | undefined> {
-  let over = false;
-  void exited.then(() => (over = true));
+async function findMain(initPid: number, over: () => boolean): Promise<ProcRef | undefined> {
   const deadline = Date.now() + 10_000;
-  while (!over && Date.now() < deadline) {
-    for (const pid of await childrenOf(initPid)) {
-      if ((await innerPid(pid)) === 2) return procRef(pid);
-    }
+  while (!over() && Date.now() < deadline) {
+    const [child] = await childrenOf(initPid);
+    if (child !== undefined) return procRef(child);
     await sleep(1);
   }
   return undefined;
@@ -199,13 +219,15 @@ async function finish(
   drained: Promise<void>[],
   status: ExitStatus,
 ): Promise<void> {
-  // Ended after `go`: start() sees it and reports `started` (a short-lived process is
-  // not a failure). Ended before: the start failed.
-  if (goGiven) await startSettled;
-  else say({ type: 'failed', message: `the sandbox ended while starting (exit ${status.code})` });
+  // Ended once the init was seen: start() reports `started` (a short-lived process is
+  // not a failure). Ended before: start() fails.
+  await startSettled;
   phase = 'ending';
-  // Leftovers (daemons, orphans) die with pid 1; the pipes then reach EOF.
+  // Leftovers (daemons, orphans) die with pid 1; runc has usually removed the rest.
   if (init && (await isRunning(init))) kill(init.pid, 'SIGKILL');
+  deleteContainer(msg);
+  // The bundle (on /run) held the environment; `runc exec` read it until now.
+  rmSync(msg.bundle, { recursive: true, force: true });
   await Promise.race([Promise.all(drained), sleep(5_000)]);
   log.close();
   writeAtomic(path.join(msg.stateDir, STATE_FILES.exit), status);

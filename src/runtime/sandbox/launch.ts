@@ -1,6 +1,5 @@
 /**
- * Starting a keeper (keeper.ts) and walking it through a sandbox's start: it spawns
- * bwrap, which waits; pier moves bwrap into the machine's cgroup; the keeper lets it go
+ * Starting a keeper (keeper.ts) and walking it through a sandbox's start: it runs runc
  * and reports the machine's pid. A failure anywhere disconnects the IPC channel, on
  * which the keeper kills whatever it started, so a failed start leaves no process.
  */
@@ -10,7 +9,6 @@ import { readFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import type { CgroupSet } from '../../host/cgroups/cgroup.js';
 import { readLogs } from './logs.js';
 import { sleep } from './proc.js';
 import { STATE_FILES, type KeeperMessage, type StartMessage } from './protocol.js';
@@ -54,7 +52,6 @@ export function spawnKeeper(stateDir: string): ChildProcess {
 export function handshake(
   keeper: ChildProcess,
   start: StartMessage,
-  cgroups: CgroupSet,
   timeoutMs: number,
 ): Promise<number> {
   const gone = new Promise<void>((resolve) => keeper.once('exit', () => resolve()));
@@ -78,17 +75,7 @@ export function handshake(
       timeoutMs,
     );
     const onMessage = (msg: KeeperMessage) => {
-      if (msg.type === 'spawned') {
-        // Moving bwrap and its child, the sandbox's init, while both wait puts every
-        // process of the machine in the cgroup. They are all there is of it yet (bwrap
-        // forked only the init, which is blocked), so no scan of /proc is needed.
-        try {
-          for (const pid of [msg.bwrap, msg.init]) cgroups.enterNow(start.cgroup, pid);
-          keeper.send({ type: 'go' });
-        } catch (err) {
-          settle(err as Error);
-        }
-      } else if (msg.type === 'started') {
+      if (msg.type === 'started') {
         settle(undefined, msg.pid);
       } else {
         settle(new Error(msg.message));

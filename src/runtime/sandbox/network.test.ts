@@ -84,6 +84,7 @@ describe.skipIf(unavailable)(`Network${unavailable ? ` (skipped: ${unavailable})
       prefix: 16,
       gateway: '10.214.0.1',
       hostVeth: vethName(id),
+      userns: `/run/pier/userns/pier-${id}`,
     });
     const again = await net.createNetns(id, '10.214.0.2'); // idempotent
     expect(again).toEqual(made);

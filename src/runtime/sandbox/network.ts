@@ -14,6 +14,7 @@ import { access, writeFile } from 'node:fs/promises';
 import { gatewayOf, isMachineIp, networkOf, overlaps, parseCidr } from './cidr.js';
 import { CommandError, run } from './exec.js';
 import { netnsName, vethName } from './names.js';
+import { createMachineNamespaces, releaseMachineNamespaces, usernsFile } from './userns.js';
 
 export { allocateIp } from './cidr.js';
 
@@ -29,6 +30,8 @@ export interface NetworkOptions {
 export interface MachineNet {
   /** Network namespace name, for `SandboxSpec.netns`. */
   netns: string;
+  /** The user namespace owning it, for `SandboxSpec.userns` (see userns.ts). */
+  userns: string;
   ip: string;
   prefix: number;
   gateway: string;
@@ -155,12 +158,13 @@ export class Network {
       throw new Error(`${ip} is not a machine address in ${this.cidr}`);
     const ns = netnsName(machineId);
     const veth = vethName(machineId);
+    // A namespace made before machines had user namespaces of their own is made anew.
+    if ((await netnsExists(ns)) && !(await exists(usernsFile(ns))))
+      await this.removeNetns(machineId);
     if (!(await netnsExists(ns)) && !(await linkExists(veth))) {
       return this.freshNetns(ns, veth, ip);
     }
-    if (!(await netnsExists(ns))) {
-      await runUnless(['ip', 'netns', 'add', ns], () => netnsExists(ns));
-    }
+    if (!(await netnsExists(ns))) await createMachineNamespaces(ns);
     if (!(await linkExists(veth))) {
       const add = ['ip', 'link', 'add', veth, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', ns];
       await runUnless(add, () => linkExists(veth));
@@ -177,7 +181,12 @@ export class Network {
     await inNs('link', 'set', 'dev', 'eth0', 'up');
     await inNs('route', 'replace', 'default', 'via', this.gateway, 'dev', 'eth0');
     await allowUnprivileged(ns);
-    return { netns: ns, ip, prefix: this.prefix, gateway: this.gateway, hostVeth: veth };
+    return this.machineNet(ns, veth, ip);
+  }
+
+  private machineNet(ns: string, veth: string, ip: string): MachineNet {
+    const common = { prefix: this.prefix, gateway: this.gateway, hostVeth: veth };
+    return { netns: ns, userns: usernsFile(ns), ip, ...common };
   }
 
   /**
@@ -187,11 +196,11 @@ export class Network {
    * batch that fails halfway leaves what the careful path above completes on the retry.
    */
   private async freshNetns(ns: string, veth: string, ip: string): Promise<MachineNet> {
+    await createMachineNamespaces(ns);
     await run(
       ['ip', '-batch', '-'],
       30_000,
       [
-        `netns add ${ns}`,
         `link add ${veth} type veth peer name eth0 netns ${ns}`,
         `link set dev ${veth} master ${this.bridge} up`,
         '',
@@ -209,7 +218,7 @@ export class Network {
       ].join('\n'),
     );
     await allowUnprivileged(ns);
-    return { netns: ns, ip, prefix: this.prefix, gateway: this.gateway, hostVeth: veth };
+    return this.machineNet(ns, veth, ip);
   }
 
   /** The IPv4 addresses (`a.b.c.d/p`) on the namespace's eth0. */
@@ -235,8 +244,6 @@ export class Network {
     if (await linkExists(veth)) {
       await runUnless(['ip', 'link', 'del', 'dev', veth], async () => !(await linkExists(veth)));
     }
-    if (await netnsExists(ns)) {
-      await runUnless(['ip', 'netns', 'del', ns], async () => !(await netnsExists(ns)));
-    }
+    await releaseMachineNamespaces(ns);
   }
 }

@@ -4,7 +4,7 @@
  * clock ticks since boot, field 22 of /proc/<pid>/stat): the pair never repeats while
  * the host runs, so a pidfile read after a restart cannot point pier at a stranger.
  */
-import { readFile } from 'node:fs/promises';
+import { readdir, readFile } from 'node:fs/promises';
 
 /** A process as recorded: its pid and its start time in clock ticks since boot. */
 export interface ProcRef {
@@ -37,8 +37,13 @@ export async function isRunning(ref: ProcRef | undefined): Promise<boolean> {
 
 /** Pids of the direct children of `pid` (every thread's list), [] when it is gone. */
 export async function childrenOf(pid: number): Promise<number[]> {
-  const text = await readFile(`/proc/${pid}/task/${pid}/children`, 'utf8').catch(() => '');
-  return text
+  // Each thread lists the children it forked: Go programs (runc) fork from any thread.
+  const tasks = await readdir(`/proc/${pid}/task`).catch(() => [] as string[]);
+  const lists = await Promise.all(
+    tasks.map((t) => readFile(`/proc/${pid}/task/${t}/children`, 'utf8').catch(() => '')),
+  );
+  return lists
+    .join(' ')
     .split(' ')
     .filter((s) => s.trim() !== '')
     .map(Number);

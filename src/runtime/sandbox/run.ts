@@ -1,48 +1,24 @@
 /**
  * Machines' processes, isolated: start one in a sandbox (namespaces, overlay root,
  * cgroup, console log), find it again after pier restarts, signal it, stop it, learn how
- * it ended. The pieces: spec.ts builds the bwrap command line, launch.ts walks a keeper
- * (keeper.ts) through the start, and the keeper leaves a record of the sandbox's
- * processes under `runDir` and its exit status in the state directory, which is all
- * that any pier, this one or a later one, needs.
+ * it ended, run a session inside it. The pieces: oci-config.ts turns the spec into runc's
+ * configuration, launch.ts walks a keeper (keeper.ts) through the start, and the keeper
+ * leaves a record of the sandbox's processes under `runDir` and its exit status in the
+ * state directory, which is all that any pier, this one or a later one, needs.
  */
 import type { ChildProcess } from 'node:child_process';
-import { lstat, mkdir, readFile, rm, stat } from 'node:fs/promises';
+import { createHash } from 'node:crypto';
+import { mkdir, readFile, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import type { CgroupSet } from '../../host/cgroups/cgroup.js';
 import { handshake, spawnKeeper } from './launch.js';
 import { readLogs, type LogPage, type ReadLogsOptions } from './logs.js';
 import { assertSandboxId } from './names.js';
+import { ociConfig } from './oci-config.js';
 import { isRunning, kill, sleep } from './proc.js';
 import { STATE_FILES, type ExitStatus, type SandboxRecord, type StartMessage } from './protocol.js';
-import { resolveInRoot } from './rootfs.js';
-import {
-  bwrapOptions,
-  checkSpec,
-  commandLine,
-  PROC_MASKED,
-  PROC_READ_ONLY,
-  type ResolvedTargets,
-  type SandboxSpec,
-} from './spec.js';
-
-/** Which of the /proc entries to cover this kernel has (the sandbox's /proc shows the same). */
-async function procEntries(): Promise<Pick<ResolvedTargets, 'procReadOnly' | 'procMasked'>> {
-  const kind = (name: string) =>
-    lstat(`/proc/${name}`).then(
-      (st) => (st.isDirectory() ? 'dir' : 'file'),
-      () => undefined,
-    );
-  const readOnly = await Promise.all(PROC_READ_ONLY.map(async (n) => ((await kind(n)) ? n : '')));
-  const masked = await Promise.all(PROC_MASKED.map(async (n) => [n, await kind(n)] as const));
-  return {
-    procReadOnly: readOnly.filter(Boolean),
-    procMasked: {
-      files: masked.filter(([, k]) => k === 'file').map(([n]) => n),
-      dirs: masked.filter(([, k]) => k === 'dir').map(([n]) => n),
-    },
-  };
-}
+import { checkSpec, type SandboxSpec } from './spec.js';
+import { ensureTraversable } from './userns.js';
 
 /** What Sandboxes works with. */
 export interface SandboxesOptions {
@@ -50,8 +26,10 @@ export interface SandboxesOptions {
   cgroups: CgroupSet;
   /** Where each sandbox's record (`<id>.json`) lives, by which `find` works after a restart. */
   runDir: string;
-  /** The bwrap binary (default: `bwrap` on the PATH). */
-  bwrap?: string;
+  /** The runc binary (default: `runc` on the PATH). */
+  runc?: string;
+  /** The static init bound into every sandbox as pid 1 (default: Debian's tini-static). */
+  initBinary?: string;
   /** How long `run` waits for the process to be running (default 10 s). */
   startTimeoutMs?: number;
 }
@@ -71,11 +49,26 @@ export class Sandboxes {
   /** Records of sandboxes last seen running. */
   private readonly running = new Map<string, SandboxRecord>();
 
-  constructor(private readonly opts: SandboxesOptions) {}
+  /**
+   * runc's state (`--root`) and the bundles, on /run: they hold each sandbox's
+   * configuration, environment included, which must not reach a disk. One directory per
+   * `runDir`, so test beds and replicas on one host keep apart.
+   */
+  private readonly runtimeDir: string;
+
+  constructor(private readonly opts: SandboxesOptions) {
+    const key = createHash('sha256').update(path.resolve(opts.runDir)).digest('hex').slice(0, 16);
+    this.runtimeDir = path.join('/run/pier/sandboxes', key);
+  }
+
+  /** `runc --root …`: the start of every runc command for these sandboxes. */
+  get runcCommand(): string[] {
+    return [this.opts.runc ?? 'runc', '--root', path.join(this.runtimeDir, 'runc')];
+  }
 
   /**
    * Starts `spec`'s process in a sandbox and resolves with its host pid once it runs
-   * (bwrap set everything up and forked it). It keeps running when pier exits. A process
+   * (runc set everything up and the init forked it). It keeps running when pier exits. A process
    * that ends at once still counts as started; `waitExit` tells how it ended. Throws,
    * with the sandbox's last stderr lines, when the sandbox cannot be set up; nothing is
    * left running then.
@@ -113,35 +106,27 @@ export class Sandboxes {
     await rm(path.join(spec.stateDir, STATE_FILES.exit), { force: true });
     if (!(await stat(spec.rootfs)).isDirectory())
       throw new Error(`${spec.rootfs} is not a directory`);
-    for (const m of spec.mounts) await stat(m.source); // a clear ENOENT rather than bwrap's
-    const inRoot = (p: string) => resolveInRoot(spec.rootfs, p);
-    const emptyDir = path.join(this.opts.runDir, 'empty');
-    await mkdir(emptyDir, { recursive: true, mode: 0o555 });
-    const targets = {
-      proc: await inRoot('/proc'),
-      dev: await inRoot('/dev'),
-      tmp: await inRoot('/tmp'),
-      mounts: await Promise.all(spec.mounts.map((m) => inRoot(m.target))),
-      ...(await procEntries()),
-      emptyDir,
-    };
+    for (const m of spec.mounts) await stat(m.source); // a clear ENOENT rather than runc's
+    for (const p of [spec.rootfs, ...spec.mounts.map((m) => m.source)]) await ensureTraversable(p);
+    const [runc, , runcRoot] = this.runcCommand as [string, string, string];
+    await mkdir(runcRoot, { recursive: true, mode: 0o700 });
     const start: StartMessage = {
       type: 'start',
       id: spec.id,
-      command: commandLine(spec, this.opts.bwrap),
-      bwrapArgs: bwrapOptions(spec, targets),
+      runc,
+      runcRoot,
+      bundle: path.join(this.runtimeDir, 'bundles', spec.id),
+      config: ociConfig(spec, {
+        cgroupsPath: this.opts.cgroups.path(spec.cgroup),
+        initBinary: this.opts.initBinary ?? '/usr/bin/tini-static',
+      }),
       stateDir: spec.stateDir,
       recordFile,
       cgroup: spec.cgroup,
       logMaxBytes: spec.logMaxBytes,
     };
     const keeper = early ?? spawnKeeper(spec.stateDir);
-    const pid = await handshake(
-      keeper,
-      start,
-      this.opts.cgroups,
-      this.opts.startTimeoutMs ?? 10_000,
-    );
+    const pid = await handshake(keeper, start, this.opts.startTimeoutMs ?? 10_000);
     keeper.unref();
     this.keepers.set(spec.id, keeper);
     keeper.once('exit', () => {

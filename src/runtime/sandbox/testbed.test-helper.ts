@@ -6,6 +6,7 @@ import { execFileSync } from 'node:child_process';
 import {
   access,
   chmod,
+  chown,
   copyFile,
   mkdir,
   mkdtemp,
@@ -22,6 +23,7 @@ import type { ExitStatus } from './protocol.js';
 import { mountRootfs, unmountRootfs } from './rootfs.js';
 import { Sandboxes } from './run.js';
 import type { SandboxSpec } from './spec.js';
+import { hostId, shiftOwnership } from './userns.js';
 
 const BUSYBOX = '/bin/busybox';
 
@@ -29,7 +31,7 @@ const BUSYBOX = '/bin/busybox';
 export async function sandboxUnavailable(): Promise<string | undefined> {
   if (process.platform !== 'linux') return 'sandboxes need Linux';
   if (process.getuid?.() !== 0) return 'not running as root';
-  for (const tool of ['bwrap', 'nsenter', 'setpriv', 'mkfifo', 'ip', 'mount']) {
+  for (const tool of ['runc', 'tini-static', 'unshare', 'mkfifo', 'ip', 'mount']) {
     try {
       execFileSync('sh', ['-c', 'command -v "$1"', 'sh', tool], { stdio: 'ignore' });
     } catch {
@@ -72,6 +74,7 @@ export async function makeImageRoot(dir: string): Promise<string> {
   await writeFile(path.join(dir, 'var/www/index.html'), 'hello from the image\n');
   execFileSync('chown', ['1000:1000', path.join(dir, 'home/app')]);
   await chmod(path.join(dir, 'home/app'), 0o700);
+  await shiftOwnership(dir); // as an image unpacked for machines is
   return dir;
 }
 
@@ -90,6 +93,8 @@ export async function makeMachine(dir: string, lower: string, name: string): Pro
     upper: path.join(base, 'volume/upper'),
     stateDir: path.join(base, 'state'),
   };
+  await mkdir(m.upper, { recursive: true, mode: 0o755 });
+  await chown(m.upper, hostId(0), hostId(0)); // machine root's `/`, as prepare.ts makes it
   await mountRootfs({
     lower,
     upper: m.upper,
