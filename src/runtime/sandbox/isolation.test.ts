@@ -189,6 +189,50 @@ describe.skipIf(unavailable)(
       expect(out.slice(1)).toEqual(['machine-b', '0']); // /proc/keys masked by /dev/null
     });
 
+    it('is host uid 200000 to the kernel, so what its mounts leave open still refuses it', async () => {
+      // Reads and access checks only: nothing here changes the host should a wall be missing.
+      const script = [
+        'cat /proc/self/uid_map /proc/self/gid_map',
+        'umount /proc/sys || echo umount-refused',
+        'mount -t proc proc /mnt 2>/dev/null || echo mount-refused',
+        // Opened for appending, never written (busybox's `test -w` trusts uid 0 blindly).
+        "sh -c 'exec 3>>/proc/sys/kernel/core_pattern' 2>/dev/null && echo core-pattern-open || echo core-pattern-refused",
+        "sh -c 'exec 3>>/proc/sysrq-trigger' 2>/dev/null && echo sysrq-open || echo sysrq-refused",
+        'cat /proc/kallsyms | wc -c',
+        'cat /proc/kcore | wc -c',
+      ].join('; ');
+      const { out } = await probeB(script);
+      expect(out.map((l) => l.trim().replace(/\s+/g, ' '))).toEqual([
+        '0 200000 65536',
+        '0 200000 65536',
+        'umount-refused',
+        'mount-refused',
+        'core-pattern-refused',
+        'sysrq-refused',
+        '0',
+        '0',
+      ]);
+    });
+
+    it('runs under the seccomp allowlist with no_new_privs, for good', async () => {
+      const script = [
+        "grep -E '^(Seccomp|NoNewPrivs):' /proc/self/status | tr '\\t' ' '",
+        // A new user namespace would give back every capability inside it: refused.
+        'unshare -U true 2>/dev/null || echo unshare-refused',
+        'unshare -n true 2>/dev/null || echo unshare-net-refused',
+        // The keyring is not namespaced: its calls are refused outright.
+        'cat /proc/keys 2>/dev/null | wc -c',
+      ].join('; ');
+      const { out } = await probeB(script);
+      expect(out.map((l) => l.trim())).toEqual([
+        'NoNewPrivs: 1',
+        'Seccomp: 2',
+        'unshare-refused',
+        'unshare-net-refused',
+        '0',
+      ]);
+    });
+
     it('binds volumes, read-only when asked, and never outside its root', async () => {
       // An image link aimed at bwrap's view of the host root while it sets mounts up.
       const linkDir = path.join(bed.dir, 'b/rootfs/srv');
