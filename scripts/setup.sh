@@ -7,7 +7,7 @@
 #   - openssh-client: ssh-keygen, used by the tests to make real SSH keys
 #   - awscli and s3cmd: S3 clients nobody here wrote, which the bucket tests drive
 #   - btrfs-progs: the storage pool (subvolumes, snapshots, quotas) for databases and volumes
-#   - bubblewrap: machines' namespaces; busybox-static and docker-registry: the machine
+#   - runc and tini: machines (OCI runtime, pid 1 of each); busybox-static and docker-registry: the machine
 #     tests build small images and serve them from a real local OCI registry
 #   - the unprivileged `pier` service user that runs the servers pier starts
 set -euo pipefail

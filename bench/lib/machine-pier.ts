@@ -266,7 +266,7 @@ async function waitHealthy(url: string, child: ChildProcess, log: () => Promise<
 /** Starts everything; `label` names the temp dirs. */
 export async function openMachineBench(label: string): Promise<MachinePier> {
   if (process.getuid?.() !== 0) {
-    throw new Error('the machine benchmarks need root (bubblewrap, netns, cgroups, mounts)');
+    throw new Error('the machine benchmarks need root (runc, netns, cgroups, mounts)');
   }
   const cleanup: (() => Promise<void>)[] = [];
   const closeAll = async () => {

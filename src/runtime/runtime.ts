@@ -1,7 +1,7 @@
 /**
  * The contract between the machines service (rows, states, jobs, the API) and a runtime
  * that runs machines on a host: `MachineRuntime`. The local runtime (runtime/local) runs
- * them on this host from OCI images with bubblewrap, network namespaces, an overlay root
+ * them on this host from OCI images with runc, network namespaces, an overlay root
  * on a pool volume and cgroups; a fleet of host agents or Kubernetes would be other
  * implementations. The runtime knows nothing of organizations, apps or the job table.
  *

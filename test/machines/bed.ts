@@ -31,7 +31,7 @@ export interface MachineBed {
   close(): Promise<void>;
 }
 
-/** Machines need root (bubblewrap, netns, cgroups). */
+/** Machines need root (runc, netns, cgroups). */
 export const canRunMachines = process.getuid?.() === 0;
 
 /**

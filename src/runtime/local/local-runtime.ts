@@ -1,7 +1,7 @@
 /**
  * The local runtime: machines on this host, from OCI images (ImageStore), each with an
  * overlay root whose writable layer is a pool volume, a network namespace on the
- * platform bridge, a cgroup, and its process in a sandbox (bwrap) whose keeper holds its
+ * platform bridge, a cgroup, and its process in a sandbox (runc) whose keeper holds its
  * console log. All state that matters is on disk (records.ts, the sandbox's records,
  * the volume), so a new LocalRuntime after a restart of pier carries on (`recover`).
  */

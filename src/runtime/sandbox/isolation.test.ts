@@ -234,7 +234,7 @@ describe.skipIf(unavailable)(
     });
 
     it('binds volumes, read-only when asked, and never outside its root', async () => {
-      // An image link aimed at bwrap's view of the host root while it sets mounts up.
+      // An image link aimed at where a runtime may see the host root while it sets mounts up.
       const linkDir = path.join(bed.dir, 'b/rootfs/srv');
       await symlink(`/oldroot${escape}`, path.join(linkDir, 'escape')).catch(() => {});
       const { out, err } = await probeB(

@@ -1,7 +1,7 @@
 /**
  * A sandbox's life: started by a Node process that then exits, logging on without it,
  * found again, signalled, stopped (politely, then not), held to its cgroup's limits.
- * Machines here have no netns of their own: bwrap gives them a private `lo`-only one.
+ * Machines here have no netns of their own: runc gives them a private `lo`-only one.
  */
 import { spawn } from 'node:child_process';
 import { readFile, stat } from 'node:fs/promises';

@@ -4,11 +4,11 @@
  * at `merged`, which the sandbox binds as its `/`. `upper` and `work` live in the
  * machine's own volume, so what the machine writes counts against that volume's quota
  * and the image stays shared and untouched. The machine's volumes are bound inside by
- * bwrap at start, not here.
+ * runc at start, not here.
  *
  * Also resolves paths inside a root the way the sandbox will see them: an image may hold
  * symlinks (`/data -> /etc`, `/srv -> ../../..`), and a mount target must never lead
- * bwrap, which sets up mounts while the host's root is still reachable, out of the root.
+ * the runtime, which sets up mounts while the host's root is still reachable, out of the root.
  */
 import { lstat, mkdir, readFile, readlink } from 'node:fs/promises';
 import path from 'node:path';
@@ -90,8 +90,8 @@ export async function unmountRootfs(merged: string): Promise<void> {
 /**
  * `target` (an absolute path as the sandbox sees it) with every symlink resolved as it
  * would be inside the sandbox whose root is `root` on the host: absolute links restart
- * at the root, `..` stops at the root. Missing components are fine (bwrap creates them
- * as directories); no existing component of the result is a symlink, so bwrap cannot be
+ * at the root, `..` stops at the root. Missing components are fine (runc creates them
+ * as directories); no existing component of the result is a symlink, so runc cannot be
  * led to create or mount anything outside the root. Throws after 40 links (a loop).
  */
 export async function resolveInRoot(root: string, target: string): Promise<string> {
