@@ -14,6 +14,7 @@ import { access, writeFile } from 'node:fs/promises';
 import { gatewayOf, isMachineIp, networkOf, overlaps, parseCidr } from './cidr.js';
 import { CommandError, run } from './exec.js';
 import { netnsName, vethName } from './names.js';
+import { removeWalls } from './walls.js';
 
 export { allocateIp } from './cidr.js';
 
@@ -135,9 +136,13 @@ export class Network {
     }
   }
 
-  /** Deletes the bridge (idempotent). Machines' veths on it are detached, not deleted. */
+  /**
+   * Deletes the bridge and its walls (idempotent). Machines' veths on it are detached,
+   * not deleted.
+   */
   async removeBridge(): Promise<void> {
     const name = this.bridge;
+    await removeWalls(name);
     if (await linkExists(name)) {
       await runUnless(['ip', 'link', 'del', 'dev', name], async () => !(await linkExists(name)));
     }

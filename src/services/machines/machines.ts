@@ -245,5 +245,7 @@ export async function specOf(ctx: ServiceContext, row: MachineRow): Promise<Mach
     killTimeoutS: config.killTimeoutS ?? 10,
     volumes: volumes.map((v) => ({ volume: v.pool_volume, mountPath: v.mount_path })),
     hostname: row.id,
+    // The organization is the wall: its machines reach each other, no one else's.
+    network: { group: row.org_id, ...(config.egress ? { egress: config.egress } : {}) },
   };
 }
