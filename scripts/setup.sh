@@ -7,6 +7,7 @@
 #   - openssh-client: ssh-keygen, used by the tests to make real SSH keys
 #   - awscli and s3cmd: S3 clients nobody here wrote, which the bucket tests drive
 #   - btrfs-progs: the storage pool (subvolumes, snapshots, quotas) for databases and volumes
+#   - nftables: the walls around machines (between organizations, to the host, egress, NAT)
 #   - bubblewrap: machines' namespaces; busybox-static and docker-registry: the machine
 #     tests build small images and serve them from a real local OCI registry
 #   - the unprivileged `pier` service user that runs the servers pier starts
@@ -25,6 +26,8 @@ command -v ssh-keygen >/dev/null || need+=(openssh-client)
 command -v aws >/dev/null || need+=(awscli)
 command -v s3cmd >/dev/null || need+=(s3cmd)
 command -v bwrap >/dev/null || need+=(bubblewrap)
+# nft lives in sbin, which a non-root PATH may lack: look for the file itself.
+[ -x /usr/sbin/nft ] || [ -x /sbin/nft ] || need+=(nftables)
 [ -x /bin/busybox ] || need+=(busybox-static)
 [ -x /usr/bin/docker-registry ] || need+=(docker-registry)
 # mkfs.btrfs lives in sbin, which a non-root PATH may lack: look for the file itself.

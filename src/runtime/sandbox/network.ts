@@ -3,11 +3,11 @@
  * its first address (the gateway, where the platform's proxy reaches machines), and one
  * network namespace per machine joined to the bridge by a veth pair.
  *
- * Machines reach the host and each other on the bridge and nothing else: there is no
- * NAT, and forwarding is switched off for packets arriving on the bridge
- * (`net.ipv4.conf.<bridge>.forwarding=0`), so even on a host with `ip_forward=1` a
- * machine's packet for any other address dies at the gateway. IPv6 is disabled on the
- * bridge for the same reason. Every step checks what exists first, so each call is
+ * The bridge is made with forwarding off (`net.ipv4.conf.<bridge>.forwarding=0`), so even
+ * on a host with `ip_forward=1` a machine's packet for any other address dies at the
+ * gateway; the walls (walls.ts) switch it on once they stand, and then decide what a
+ * machine reaches: its group, the host's allowed ports, the internet through NAT. IPv6 is
+ * disabled on the bridge. Every step checks what exists first, so each call is
  * idempotent and a half-made namespace is finished by calling again.
  */
 import { access, writeFile } from 'node:fs/promises';
