@@ -77,6 +77,9 @@ describe.skipIf(unavailable)(
     let internet: Internet;
     let hostService: net.Server;
     let hostPort: number;
+    /** A host service named in one machine's `hostPorts`, as a database front would be. */
+    let front: net.Server;
+    let frontPort: number;
     const ip: Record<string, string> = {};
     const id = (name: string) => `mch-nw-${name}`;
 
@@ -101,9 +104,13 @@ describe.skipIf(unavailable)(
         // The stand-in internet is in a private range, as it must be on a test host.
         walls: { allowPrivate: true, dnsServers: [dns.server], minRefreshMs: 200 },
       });
-      hostService = net.createServer((s) => s.end('host-service\n'));
-      await new Promise<void>((r) => hostService.listen(0, '0.0.0.0', () => r()));
-      hostPort = (hostService.address() as net.AddressInfo).port;
+      const listen = async (text: string) => {
+        const server = net.createServer((s) => s.end(text));
+        await new Promise<void>((r) => server.listen(0, '0.0.0.0', () => r()));
+        return [server, (server.address() as net.AddressInfo).port] as const;
+      };
+      [hostService, hostPort] = await listen('host-service\n');
+      [front, frontPort] = await listen('front\n');
       const image = await bed.push('walls', {
         layers: [
           busyboxLayer([...DEFAULT_APPLETS, 'nc']),
@@ -114,7 +121,7 @@ describe.skipIf(unavailable)(
       const machines: [string, string, object][] = [
         ['a1', 'org-a', {}],
         ['a2', 'org-a', {}],
-        ['b1', 'org-b', {}],
+        ['b1', 'org-b', { hostPorts: [frontPort] }],
         ['deny', 'org-b', { egress: { mode: 'deny-all', domains: [], cidrs: [] } }],
         [
           'allow',
@@ -142,6 +149,7 @@ describe.skipIf(unavailable)(
       await removeInternet(internet);
       await dns?.close();
       hostService?.close();
+      front?.close();
     });
 
     it('lets machines of one group reach each other, and no other group’s machine', async () => {
@@ -182,6 +190,15 @@ describe.skipIf(unavailable)(
         ),
       );
       for (const p of probes) expect(p.stdout).not.toContain('host-service');
+    });
+
+    it('opens a host port to the machines that name it in hostPorts, and to no other', async () => {
+      const gateway = gatewayOf(bed.options.network.cidr);
+      const connect = (name: string) =>
+        inside(name, ['/bin/nc', '-w', '2', gateway, String(frontPort)]);
+      const [named, other] = await Promise.all([connect('b1'), connect('a1')]);
+      expect(named.stdout).toBe('front\n');
+      expect(other.stdout).toBe('');
     });
 
     it('NATs an open machine to the internet, blocks deny-all, and lets an allowlist through only to its CIDRs and names', async () => {
