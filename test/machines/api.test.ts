@@ -11,10 +11,8 @@ import {
   pushImage,
 } from '../../src/runtime/images/build.test-helper.js';
 import { startRegistry, type TestRegistry } from '../helpers/registry.js';
-import { execFile } from 'node:child_process';
 import http from 'node:http';
 import { readdir, readFile } from 'node:fs/promises';
-import { promisify } from 'node:util';
 import {
   restartTestPlatform,
   startTestPlatform,
@@ -22,9 +20,8 @@ import {
   type TestPlatform,
 } from '../helpers/platform.js';
 import { waitFor } from '../databases/helpers.js';
-import { freeMachineCidr } from './bed.js';
+import { freeMachineCidr, removeMachinesNetwork } from './bed.js';
 
-const execFileP = promisify(execFile);
 let registry: TestRegistry;
 let tp: TestPlatform;
 let org: TestOrg;
@@ -116,7 +113,7 @@ afterAll(async () => {
   }
   await tp?.close();
   await registry?.stop();
-  await execFileP('ip', ['link', 'del', 'dev', net.bridge]).catch(() => undefined);
+  await removeMachinesNetwork(net.bridge, net.cidr);
 });
 
 describe.skipIf(!root)('machines', () => {
