@@ -21,7 +21,7 @@ const plan = (over: Partial<WallsPlan> = {}): WallsPlan => ({
       ip: '10.77.0.3',
       group: 'org-b',
       egress: { mode: 'allowlist', cidrs: ['203.0.113.7/24', 'not-a-cidr', '2001:db8::/32'] },
-      hostPorts: [5432],
+      hostPorts: [5432, 5432],
     },
     { id: 'mch-c', ip: '10.77.0.4', group: 'org-a', egress: { mode: 'deny-all' }, hostPorts: [] },
   ],

@@ -122,7 +122,9 @@ export function wallsRuleset(plan: WallsPlan): string {
     `  map group { type ipv4_addr : verdict;${list(groupMap)} }`,
     '  chain walls { ip saddr vmap @group; drop; }',
   ].join('\n');
-  const hostAccess = machines.flatMap((m) => m.hostPorts.map((p) => `${m.ip} . ${port(p)}`));
+  const hostAccess = machines.flatMap((m) =>
+    [...new Set(m.hostPorts)].map((p) => `${m.ip} . ${port(p)}`),
+  );
   const refused = plan.allowPrivate ? [] : plan.refusedRanges.map((r) => ipv4Network(r) ?? r);
 
   return `table bridge ${table} {}
