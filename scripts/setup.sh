@@ -7,6 +7,7 @@
 #   - openssh-client: ssh-keygen, used by the tests to make real SSH keys
 #   - awscli and s3cmd: S3 clients nobody here wrote, which the bucket tests drive
 #   - btrfs-progs: the storage pool (subvolumes, snapshots, quotas) for databases and volumes
+#   - nftables: the walls around machines (between organizations, to the host, egress, NAT)
 #   - runc and tini: machines (OCI runtime, pid 1 of each); busybox-static and docker-registry: the machine
 #     tests build small images and serve them from a real local OCI registry
 #   - the unprivileged `pier` service user that runs the servers pier starts
@@ -27,6 +28,8 @@ command -v s3cmd >/dev/null || need+=(s3cmd)
 # Machines run through runc (OCI), under tini as their pid 1.
 [ -x /usr/sbin/runc ] || command -v runc >/dev/null || need+=(runc)
 [ -x /usr/bin/tini-static ] || need+=(tini)
+# nft lives in sbin, which a non-root PATH may lack: look for the file itself.
+[ -x /usr/sbin/nft ] || [ -x /sbin/nft ] || need+=(nftables)
 [ -x /bin/busybox ] || need+=(busybox-static)
 [ -x /usr/bin/docker-registry ] || need+=(docker-registry)
 # mkfs.btrfs lives in sbin, which a non-root PATH may lack: look for the file itself.

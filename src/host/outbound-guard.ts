@@ -144,6 +144,12 @@ const V4_RULES: V4Rule[] = [
   ['240.0.0.0', 4, 'a reserved address'],
 ];
 
+/**
+ * The same IPv4 ranges as `a.b.c.d/p`, for the machines' egress walls
+ * (runtime/sandbox/walls-ruleset.ts): what pier refuses to call, machines cannot reach.
+ */
+export const REFUSED_V4_RANGES: readonly string[] = V4_RULES.map(([b, bits]) => `${b}/${bits}`);
+
 function v4ToInt(ip: string): number {
   return ip.split('.').reduce((n, part) => n * 256 + Number(part), 0);
 }

@@ -10,7 +10,8 @@ import { CgroupSet } from '../host/cgroups/cgroup.js';
 import type { OutboundGuard } from '../host/outbound-guard.js';
 import type { PoolHandle } from '../storage/pool-handle.js';
 import { ImageStore, type ImageLimits } from './images/index.js';
-import { LocalRuntime } from './local/index.js';
+import { LocalRuntime, type WallsOptions } from './local/index.js';
+
 import type { MachineRuntime } from './runtime.js';
 
 export interface HostRuntimeOptions {
@@ -18,6 +19,8 @@ export interface HostRuntimeOptions {
   pool: PoolHandle;
   log: Logger;
   network: { bridge: string; cidr: string };
+  /** What machines may reach beyond their group (PIER_ALLOW_PRIVATE_TARGETS…). */
+  walls?: WallsOptions;
   /** What image pulls may reach (registries, token realms, redirects): host/outbound-guard.ts. */
   outbound: OutboundGuard;
   /** The caps on one image (PIER_IMAGE_MAX_UNPACKED_GB, _ENTRIES, _DOWNLOAD_GB). */
@@ -44,6 +47,7 @@ export function hostRuntime(opts: HostRuntimeOptions): MachineRuntime {
         }),
         cgroups,
         network: opts.network,
+        ...(opts.walls ? { walls: opts.walls } : {}),
         log: opts.log,
       });
     })().catch((err: unknown) => {

@@ -41,6 +41,27 @@ export interface MachineSpec {
   /** Volumes of the pool bound into the machine. */
   volumes: { volume: string; mountPath: string }[];
   hostname: string;
+  /** What the machine may reach on the network (docs/architecture.md, "Isolation model"). */
+  network: MachineNetwork;
+}
+
+/**
+ * A machine's place behind the walls. The runtime knows no organizations: the service
+ * names the group (the organization), and machines reach each other only within one.
+ */
+export interface MachineNetwork {
+  /** Machines of one group reach each other by private address; nothing crosses groups. */
+  group: string;
+  /**
+   * What it reaches beyond the host (spec 2.12 `egress`): absent, the internet; `deny-all`,
+   * nothing; `allowlist`, only these IPv4 CIDRs and the current addresses of these names.
+   */
+  egress?: { mode: 'deny-all' | 'allowlist'; domains: string[]; cidrs: string[] };
+  /**
+   * TCP ports on the host it may connect to, such as the fronts of the databases attached
+   * to its app; every other port of the host is closed to it.
+   */
+  hostPorts?: number[];
 }
 
 /** A machine as the host sees it now. */

@@ -4,10 +4,9 @@
  * show, the actions, wait and its timeout, logs and logs -f, a failed start with its
  * boot log, exec and cp over the machine routes, and the error paths.
  */
-import { execFile, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { promisify } from 'node:util';
 import pty from 'node-pty';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { busyboxLayer, pushImage } from '../../src/runtime/images/build.test-helper.js';
@@ -15,13 +14,12 @@ import { waitFor } from '../databases/helpers.js';
 import { type TestOrg, type TestPlatform } from '../helpers/platform.js';
 import { startRegistry, type TestRegistry } from '../helpers/registry.js';
 import { ENTRY, cleanEnv, pierWith, startCliBed, type CliBed } from './run-cli.js';
-import { freeMachineCidr } from '../machines/bed.js';
+import { freeMachineCidr, removeMachinesNetwork } from '../machines/bed.js';
 
-const execFileP = promisify(execFile);
 const root = process.getuid?.() === 0;
 
 /** A bridge and network of this test file's own (removed at the end). */
-const net = { bridge: `pc${process.pid % 100000}` };
+const net = { bridge: `pc${process.pid % 100000}`, cidr: '' };
 
 let registry: TestRegistry;
 let tp: TestPlatform;
@@ -68,7 +66,7 @@ beforeAll(async () => {
   silent = `${registry.host}/silent:1`;
   ({ tp, org, tmp, env } = await startCliBed({
     machinesBridge: net.bridge,
-    machinesCidr: await freeMachineCidr(180),
+    machinesCidr: (net.cidr = await freeMachineCidr(180)),
     // The registry on 127.0.0.1 is trusted explicitly: pulls still go through the guard.
     trustedRegistries: [registry.host],
   }));
@@ -85,7 +83,7 @@ afterAll(async () => {
   await tp?.close();
   await registry?.stop();
   await tmp?.remove();
-  await execFileP('ip', ['link', 'del', 'dev', net.bridge]).catch(() => undefined);
+  await removeMachinesNetwork(net.bridge, net.cidr);
 }, 60_000);
 
 describe.skipIf(!root)('pier machines', () => {

@@ -5,12 +5,14 @@
  * actions, wait, logs with a cursor, and the volume rule.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { busyboxLayer, pushImage } from '../../src/runtime/images/build.test-helper.js';
+import {
+  busyboxLayer,
+  DEFAULT_APPLETS,
+  pushImage,
+} from '../../src/runtime/images/build.test-helper.js';
 import { startRegistry, type TestRegistry } from '../helpers/registry.js';
-import { execFile } from 'node:child_process';
 import http from 'node:http';
 import { readdir, readFile } from 'node:fs/promises';
-import { promisify } from 'node:util';
 import {
   restartTestPlatform,
   startTestPlatform,
@@ -18,15 +20,15 @@ import {
   type TestPlatform,
 } from '../helpers/platform.js';
 import { waitFor } from '../databases/helpers.js';
-import { freeMachineCidr } from './bed.js';
+import { freeMachineCidr, removeMachinesNetwork } from './bed.js';
 
-const execFileP = promisify(execFile);
 let registry: TestRegistry;
 let tp: TestPlatform;
 let org: TestOrg;
 let web: string;
 let crashy: string;
 let silent: string;
+let probe: string;
 
 const req = (method: string, p: string, body?: unknown, token = org.token) =>
   tp.request(method, p, { token, body });
@@ -88,6 +90,11 @@ beforeAll(async () => {
     layers: [busyboxLayer()],
     config: { Cmd: ['/bin/sleep', '3600'] },
   });
+  await pushImage(registry.url, 'probe:1', {
+    layers: [busyboxLayer([...DEFAULT_APPLETS, 'nc', 'printf'])],
+    config: { Cmd: ['/bin/sleep', '3600'] },
+  });
+  probe = `${registry.host}/probe:1`;
   web = `${registry.host}/web:1`;
   crashy = `${registry.host}/crashy:1`;
   silent = `${registry.host}/silent:1`;
@@ -106,7 +113,7 @@ afterAll(async () => {
   }
   await tp?.close();
   await registry?.stop();
-  await execFileP('ip', ['link', 'del', 'dev', net.bridge]).catch(() => undefined);
+  await removeMachinesNetwork(net.bridge, net.cidr);
 });
 
 describe.skipIf(!root)('machines', () => {
@@ -448,6 +455,40 @@ describe.skipIf(!root)('machines', () => {
     expect((await req('GET', `/v1/machines/${id}`)).body.observedState).toBe('running');
     // A create and a destroy (stop grace included) under a loaded CI host took over 30 s twice.
   }, 90_000);
+
+  it('walls organizations apart: a machine reaches its own organization’s machines only', async () => {
+    const ip: string = (await req('GET', `/v1/machines/${id}`)).body.privateIp;
+    const other = await tp.createOrg();
+    /** A machine of app `app` that fetches the web machine's page once and prints it. */
+    const fetchFrom = async (app: string, token: string) => {
+      expect((await req('POST', '/v1/apps', { name: app }, token)).status).toBe(201);
+      const m = await req(
+        'POST',
+        `/v1/apps/${app}/machines`,
+        {
+          image: probe,
+          readiness: 'boot',
+          start: `printf 'GET /index.html HTTP/1.0\\r\\n\\r\\n' | nc -w 2 ${ip} 3000; echo probe-rc=$?; sleep 3600`,
+        },
+        token,
+      );
+      expect(m.status, JSON.stringify(m.body)).toBe(201);
+      const text = await waitFor(async () => {
+        const r = await req('GET', `/v1/apps/${app}/logs?limit=50`, undefined, token);
+        const all = (r.body.entries ?? []).map((e: { text: string }) => e.text).join('\n');
+        return all.includes('probe-rc=') ? all : undefined;
+      }, 'the probe');
+      await req('POST', `/v1/machines/${m.body.id}/destroy`, undefined, token);
+      return text;
+    };
+    const [same, foreign] = await Promise.all([
+      fetchFrom('probe-same', org.token),
+      fetchFrom('probe-foreign', other.token),
+    ]);
+    expect(same).toContain('hello from a machine');
+    expect(foreign).not.toContain('hello from a machine');
+    expect(foreign).toContain('probe-rc=1');
+  }, 60_000);
 
   it('destroys it: gone from the list, the state says deleted', async () => {
     const res = await req('POST', `/v1/machines/${id}/destroy`);

@@ -7,6 +7,7 @@ import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { pushImage, type ImageSpec } from '../../src/runtime/images/build.test-helper.js';
 import { networkOf, overlaps } from '../../src/runtime/sandbox/cidr.js';
+import { Network } from '../../src/runtime/sandbox/network.js';
 import {
   restartTestPlatform,
   startTestPlatform,
@@ -40,6 +41,12 @@ export const canRunMachines = process.getuid?.() === 0;
  * range, and pier refuses a network that overlaps one (a machine behind it would never
  * answer).
  */
+/** Removes a test's machines bridge with its walls (nftables tables); idempotent. */
+export async function removeMachinesNetwork(bridge: string, cidr: string): Promise<void> {
+  if (!cidr) return;
+  await new Network({ bridge, cidr }).removeBridge().catch(() => undefined);
+}
+
 export async function freeMachineCidr(base: number): Promise<string> {
   const { stdout } = await execFileP('ip', ['-j', '-4', 'addr', 'show']);
   const used = (
@@ -96,7 +103,7 @@ export async function startMachineBed(prefix: string, octet: number): Promise<Ma
       }
       await bed.tp.close();
       await registry.stop();
-      await execFileP('ip', ['link', 'del', 'dev', bridge]).catch(() => undefined);
+      await removeMachinesNetwork(bridge, config.machinesCidr);
     },
   };
   return bed;

@@ -19,6 +19,7 @@ import { hostPlatform } from './platform.js';
 
 export {
   busyboxLayer,
+  DEFAULT_APPLETS,
   sha256,
   tarLayer,
   zeroFileLayer,

@@ -67,31 +67,32 @@ export function tarLayer(entries: LayerEntry[]): Buffer {
   return Buffer.concat(blocks);
 }
 
+/** The applets `busyboxLayer` links by default. */
+export const DEFAULT_APPLETS: readonly string[] = [
+  'sh',
+  'ls',
+  'cat',
+  'echo',
+  'env',
+  'id',
+  'sleep',
+  'httpd',
+  'wget',
+  'mkdir',
+  'rm',
+  'touch',
+  'ps',
+  'kill',
+  'pwd',
+  'true',
+  'false',
+];
+
 /**
  * A small Linux root: Debian's static busybox as /bin/busybox with applet symlinks, /etc
  * with passwd and group (root, nobody), /tmp (1777), and empty /proc, /dev, /sys, /root.
  */
-export function busyboxLayer(
-  applets = [
-    'sh',
-    'ls',
-    'cat',
-    'echo',
-    'env',
-    'id',
-    'sleep',
-    'httpd',
-    'wget',
-    'mkdir',
-    'rm',
-    'touch',
-    'ps',
-    'kill',
-    'pwd',
-    'true',
-    'false',
-  ],
-): LayerEntry[] {
+export function busyboxLayer(applets = DEFAULT_APPLETS): LayerEntry[] {
   const entries: LayerEntry[] = [
     { path: 'bin/', type: 'dir' },
     { path: 'bin/busybox', content: readFileSync('/bin/busybox'), mode: 0o755 },

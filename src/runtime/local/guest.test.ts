@@ -7,9 +7,9 @@ import { readdir, readFile } from 'node:fs/promises';
 import { Readable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GuestFiles } from '../files/guest-files.js';
-import type { GuestSession } from '../runtime.js';
 import {
   busybox,
+  finishSession,
   makeRuntimeBed,
   runtimeUnavailable,
   type RuntimeBed,
@@ -25,22 +25,6 @@ async function sleepers(): Promise<string[]> {
     if (cmd === 'sleep\u00001234\u0000' || cmd === 'sleep\u00001235\u0000') found.push(pid);
   }
   return found;
-}
-
-/** Runs a session to its end; its output per stream and how it ended. */
-function finish(s: GuestSession, input?: string) {
-  const out = { stdout: '', stderr: '' };
-  s.onData((stream, d) => (out[stream] += d.toString()));
-  if (input !== undefined) {
-    s.write(Buffer.from(input));
-    s.end();
-  }
-  return new Promise<{
-    stdout: string;
-    stderr: string;
-    code: number | null;
-    signal: string | null;
-  }>((resolve) => s.onExit((code, signal) => resolve({ ...out, code, signal })));
 }
 
 describe.skipIf(unavailable)(
@@ -103,7 +87,7 @@ describe.skipIf(unavailable)(
         cols: 80,
         rows: 24,
       });
-      expect(await finish(s)).toMatchObject({ stdout: 'hi1000\n/home/web\n', code: 0 });
+      expect(await finishSession(s)).toMatchObject({ stdout: 'hi1000\n/home/web\n', code: 0 });
     });
 
     it('runs a command on pipes inside the namespaces, with stdin, stderr and the exit code', async () => {
@@ -117,7 +101,7 @@ describe.skipIf(unavailable)(
         cols: 80,
         rows: 24,
       });
-      const r = await finish(s, 'from stdin\n');
+      const r = await finishSession(s, 'from stdin\n');
       expect(r.stdout.split('\n').slice(0, 3)).toEqual(['from stdin', 'guest', 'also']);
       expect(r.stderr).toBe('oops\n');
       expect(r.code).toBe(7);
@@ -127,7 +111,7 @@ describe.skipIf(unavailable)(
 
     it('runs a shell on a terminal, with its size', async () => {
       const s = await bed.runtime.shell(id, { tty: true, cols: 100, rows: 30 });
-      const done = finish(s);
+      const done = finishSession(s);
       s.write(Buffer.from('stty size; exit 3\n'));
       const r = await done;
       expect(r.stdout).toContain('30 100');
@@ -141,7 +125,7 @@ describe.skipIf(unavailable)(
         cols: 80,
         rows: 24,
       });
-      const done = finish(s);
+      const done = finishSession(s);
       await expect.poll(sleepers, { timeout: 5000 }).toHaveLength(2);
       for (const pid of await sleepers()) {
         expect(await readFile(`/proc/${pid}/cgroup`, 'utf8')).toContain(`/${id}\n`);

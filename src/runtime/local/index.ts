@@ -9,3 +9,4 @@ export {
   type RuntimeLog,
 } from './local-runtime.js';
 export { assertMachineId } from './records.js';
+export type { WallsOptions } from './walls.js';

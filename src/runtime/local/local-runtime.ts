@@ -26,6 +26,7 @@ import {
   Network,
   readLogs,
   Sandboxes,
+  sweepWalls,
   unmountRootfs,
   type NetworkOptions,
 } from '../sandbox/index.js';
@@ -38,6 +39,7 @@ import { machinePaths } from './prepare.js';
 import { stopSignal } from './process.js';
 import { assertMachineId, MachineRecords, type MachineRecord } from './records.js';
 import { imageRoot, machineLimits, pullImage, volumeName, writableLayer } from './resources.js';
+import { MachineWalls, type WallsOptions } from './walls.js';
 
 export { volumeName } from './resources.js';
 
@@ -57,6 +59,8 @@ export interface LocalRuntimeOptions {
   cgroups: CgroupSet;
   /** The platform bridge and its network; machines get addresses in it. */
   network: NetworkOptions;
+  /** What machines may reach beyond their group: private ranges, allowlists' DNS. */
+  walls?: WallsOptions;
   log: RuntimeLog;
   /** Cap of each machine's console log on disk (default 4 MiB). */
   logMaxBytes?: number;
@@ -72,6 +76,7 @@ export class LocalRuntime implements MachineRuntime {
   private readonly network: Network;
   private readonly locks = new KeyedLock();
   private readonly checkpoints: MachineCheckpoints;
+  private readonly walls: MachineWalls;
   private bridge: Promise<void> | undefined;
 
   constructor(private readonly opts: LocalRuntimeOptions) {
@@ -80,6 +85,7 @@ export class LocalRuntime implements MachineRuntime {
     // Ids never start with a dot, so `.run` cannot clash with a machine's files.
     this.sandboxes = new Sandboxes({ cgroups: opts.cgroups, runDir: path.join(this.dir, '.run') });
     this.network = new Network(opts.network);
+    this.walls = new MachineWalls(opts.network, this.records, opts.walls ?? {}, opts.log);
     this.checkpoints = new MachineCheckpoints({
       pool: opts.pool,
       records: this.records,
@@ -102,6 +108,7 @@ export class LocalRuntime implements MachineRuntime {
           volumePath: volume.path,
           image: { ref: image.ref, digest: image.digest, config: image.config },
           limits: this.limits(spec),
+          network: spec.network,
           stop: this.stopOf(spec, image.config),
           createdAt: previous?.createdAt ?? new Date().toISOString(),
         }))
@@ -131,6 +138,7 @@ export class LocalRuntime implements MachineRuntime {
       const updated = {
         ...record,
         limits: this.limits(spec),
+        network: spec.network,
         stop: this.stopOf(spec, record.image.config),
       };
       await this.records.put(updated);
@@ -184,6 +192,12 @@ export class LocalRuntime implements MachineRuntime {
       await this.opts.pool.destroy(record?.volume ?? volumeName(id));
       await this.checkpoints.removeAll(id);
       await this.records.remove(id);
+      // A stale entry only names an address no machine has; the next sync drops it.
+      await this.walls
+        .sync()
+        .catch((err: Error) =>
+          this.opts.log.warn({ machine: id, err: err.message }, 'walls not updated after destroy'),
+        );
       this.opts.log.info({ machine: id }, 'machine destroyed');
     });
   }
@@ -302,7 +316,11 @@ export class LocalRuntime implements MachineRuntime {
       sandboxes: this.sandboxes,
       halt: (r) => this.halt(r),
     };
-    return this.ensureBridge().then(() => bootMachine(ctx, spec, record, signal));
+    // The walls hold the machine's record before its network exists: it is never on the
+    // bridge without them.
+    return this.ensureBridge()
+      .then(() => this.walls.sync())
+      .then(() => bootMachine(ctx, spec, record, signal));
   }
 
   /** Stops the process (signal, then SIGKILL) and unmounts the root; the volume stays. */
@@ -333,8 +351,17 @@ export class LocalRuntime implements MachineRuntime {
     return { signal: stopSignal(spec, config), timeoutMs: spec.killTimeoutS * 1000 };
   }
 
+  /**
+   * Makes the bridge and, once per runtime, its walls from the records (replacing what a
+   * previous run left) and removes the walls of bridges that are gone.
+   */
   private ensureBridge(): Promise<void> {
-    this.bridge ??= this.network.ensureBridge().catch((err: unknown) => {
+    this.bridge ??= (async () => {
+      await this.network.ensureBridge();
+      const swept = await sweepWalls();
+      if (swept.length) this.opts.log.info({ bridges: swept }, 'walls of removed bridges swept');
+      await this.walls.sync();
+    })().catch((err: unknown) => {
       this.bridge = undefined;
       throw err;
     });

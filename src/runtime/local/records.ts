@@ -9,6 +9,7 @@ import { mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promise
 import path from 'node:path';
 import type { CgroupLimits } from '../../host/cgroups/cgroup.js';
 import type { ImageConfig } from '../images/index.js';
+import type { MachineNetwork } from '../runtime.js';
 import { allocateIp, isMachineIp } from '../sandbox/index.js';
 
 /** One machine's record. */
@@ -20,6 +21,8 @@ export interface MachineRecord {
   volumePath: string;
   image: { ref: string; digest: string; config: ImageConfig };
   limits: CgroupLimits;
+  /** What the last spec said it may reach (absent in records of older versions). */
+  network?: MachineNetwork;
   /** How the last spec said to stop it. */
   stop: { signal: NodeJS.Signals; timeoutMs: number };
   createdAt: string;

@@ -12,7 +12,7 @@ import { DirectoryPool } from '../../storage/pool/directory-pool.js';
 import { startRegistry, type TestRegistry } from '../../../test/helpers/registry.js';
 import { busyboxLayer, pushImage, type ImageSpec } from '../images/build.test-helper.js';
 import { ImageStore } from '../images/index.js';
-import type { MachineSpec } from '../runtime.js';
+import type { GuestSession, MachineSpec } from '../runtime.js';
 import { Network } from '../sandbox/index.js';
 import { sandboxUnavailable } from '../sandbox/testbed.test-helper.js';
 import { LocalRuntime, type LocalRuntimeOptions } from './local-runtime.js';
@@ -61,8 +61,15 @@ export interface RuntimeBed {
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
-/** A bed for the test file tagged `tag` (two letters), with its own bridge on `cidr`. */
-export async function makeRuntimeBed(tag: string, cidr: string): Promise<RuntimeBed> {
+/**
+ * A bed for the test file tagged `tag` (two letters), with its own bridge on `cidr`;
+ * `extra` adds runtime options (walls).
+ */
+export async function makeRuntimeBed(
+  tag: string,
+  cidr: string,
+  extra: Pick<LocalRuntimeOptions, 'walls'> = {},
+): Promise<RuntimeBed> {
   const dir = await mkdtemp(path.join(os.tmpdir(), `pier-${tag}-`));
   const registry = await startRegistry();
   // The local registry is on 127.0.0.1: trusted by name, as PIER_TRUSTED_REGISTRIES would.
@@ -82,6 +89,7 @@ export async function makeRuntimeBed(tag: string, cidr: string): Promise<Runtime
     cgroups,
     network: { bridge: `pier-${tag}${process.pid}`.slice(0, 15), cidr },
     log: { info: () => {}, warn: (_o, msg) => warnings.push(msg) },
+    ...extra,
   };
   const runtime = new LocalRuntime(options);
   const ids = new Set<string>();
@@ -118,6 +126,7 @@ export async function makeRuntimeBed(tag: string, cidr: string): Promise<Runtime
         killTimeoutS: 5,
         volumes: [],
         hostname: name,
+        network: { group: tag },
         ...over,
       };
     },
@@ -140,6 +149,22 @@ export async function makeRuntimeBed(tag: string, cidr: string): Promise<Runtime
       await rm(dir, { recursive: true, force: true });
     },
   };
+}
+
+/** Runs a session to its end (with `input` on stdin if given); its output per stream and how it ended. */
+export function finishSession(s: GuestSession, input?: string) {
+  const out = { stdout: '', stderr: '' };
+  s.onData((stream, d) => (out[stream] += d.toString()));
+  if (input !== undefined) {
+    s.write(Buffer.from(input));
+    s.end();
+  }
+  return new Promise<{
+    stdout: string;
+    stderr: string;
+    code: number | null;
+    signal: string | null;
+  }>((resolve) => s.onExit((code, signal) => resolve({ ...out, code, signal })));
 }
 
 /** The busybox layer with everything the tests run (the default applets). */

@@ -8,6 +8,8 @@
 export { allocateIp, gatewayOf, isMachineIp, parseCidr } from './cidr.js';
 export { assertSandboxId, netnsName, vethName } from './names.js';
 export { Network, type MachineNet, type NetworkOptions } from './network.js';
+export { applyWalls, removeWalls, sweepWalls } from './walls.js';
+export { wallsRuleset, type WallsMachine, type WallsPlan } from './walls-ruleset.js';
 export {
   mountRootfs,
   mountedType,

@@ -3,11 +3,11 @@
  * its first address (the gateway, where the platform's proxy reaches machines), and one
  * network namespace per machine joined to the bridge by a veth pair.
  *
- * Machines reach the host and each other on the bridge and nothing else: there is no
- * NAT, and forwarding is switched off for packets arriving on the bridge
- * (`net.ipv4.conf.<bridge>.forwarding=0`), so even on a host with `ip_forward=1` a
- * machine's packet for any other address dies at the gateway. IPv6 is disabled on the
- * bridge for the same reason. Every step checks what exists first, so each call is
+ * The bridge is made with forwarding off (`net.ipv4.conf.<bridge>.forwarding=0`), so even
+ * on a host with `ip_forward=1` a machine's packet for any other address dies at the
+ * gateway; the walls (walls.ts) switch it on once they stand, and then decide what a
+ * machine reaches: its group, the host's allowed ports, the internet through NAT. IPv6 is
+ * disabled on the bridge. Every step checks what exists first, so each call is
  * idempotent and a half-made namespace is finished by calling again.
  */
 import { access, writeFile } from 'node:fs/promises';
@@ -15,6 +15,7 @@ import { gatewayOf, isMachineIp, networkOf, overlaps, parseCidr } from './cidr.j
 import { CommandError, run } from './exec.js';
 import { netnsName, vethName } from './names.js';
 import { createMachineNamespaces, releaseMachineNamespaces, usernsFile } from './userns.js';
+import { removeWalls } from './walls.js';
 
 export { allocateIp } from './cidr.js';
 
@@ -138,9 +139,13 @@ export class Network {
     }
   }
 
-  /** Deletes the bridge (idempotent). Machines' veths on it are detached, not deleted. */
+  /**
+   * Deletes the bridge and its walls (idempotent). Machines' veths on it are detached,
+   * not deleted.
+   */
   async removeBridge(): Promise<void> {
     const name = this.bridge;
+    await removeWalls(name);
     if (await linkExists(name)) {
       await runUnless(['ip', 'link', 'del', 'dev', name], async () => !(await linkExists(name)));
     }

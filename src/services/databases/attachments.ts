@@ -6,11 +6,27 @@
  */
 import type { DatabaseAttachment } from '../../contracts/databases.js';
 import { ApiError } from '../../errors/api-error.js';
-import type { Tx } from '../../store/db.js';
+import type { Db, Tx } from '../../store/db.js';
 import { findApp } from '../apps/records.js';
 import { insertManagedSecret } from '../secrets.js';
 import { connectionUrl, findDatabase, passwordOf, secretKeyOf } from './records.js';
 import type { DatabaseContext } from './work.js';
+
+/**
+ * The host ports of the fronts of the databases attached to app `appId`: what its
+ * machines may connect to on the host (the machines' walls close every other port). Read
+ * when a machine starts, as its `DATABASE_URL` is: an attach reaches running machines at
+ * their next start.
+ */
+export async function attachedFrontPorts(db: Db | Tx, appId: string): Promise<number[]> {
+  const rows = await db
+    .selectFrom('database_attachments as a')
+    .innerJoin('databases as d', 'd.id', 'a.database_id')
+    .select('d.port')
+    .where('a.app_id', '=', appId)
+    .execute();
+  return [...new Set(rows.map((r) => r.port))].sort((x, y) => x - y);
+}
 
 export async function attachDatabase(
   ctx: DatabaseContext,

@@ -8,6 +8,7 @@ import { ApiError } from '../../errors/api-error.js';
 import { enqueue } from '../../jobs/queue.js';
 import type { MachineSpec } from '../../runtime/runtime.js';
 import { findApp } from '../apps/records.js';
+import { attachedFrontPorts } from '../databases/attachments.js';
 import type { ServiceContext } from '../context.js';
 import { nameAvailability } from '../names.js';
 import { assertOrgRoom, type OrgAddition } from '../org-limits.js';
@@ -245,5 +246,12 @@ export async function specOf(ctx: ServiceContext, row: MachineRow): Promise<Mach
     killTimeoutS: config.killTimeoutS ?? 10,
     volumes: volumes.map((v) => ({ volume: v.pool_volume, mountPath: v.mount_path })),
     hostname: row.id,
+    // The organization is the wall: its machines reach each other, no one else's; on
+    // the host, only the fronts of the databases attached to its app.
+    network: {
+      group: row.org_id,
+      ...(config.egress ? { egress: config.egress } : {}),
+      hostPorts: await attachedFrontPorts(ctx.db, row.app_id),
+    },
   };
 }
