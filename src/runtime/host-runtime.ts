@@ -22,6 +22,8 @@ export interface HostRuntimeOptions {
   outbound: OutboundGuard;
   /** The caps on one image (PIER_IMAGE_MAX_UNPACKED_GB, _ENTRIES, _DOWNLOAD_GB). */
   imageLimits: ImageLimits;
+  /** The host's copy of the platform CA certificate, which every machine gets. */
+  platformCaFile?: string;
 }
 
 /** A `MachineRuntime` whose every call first makes (once) the local runtime. */
@@ -45,6 +47,7 @@ export function hostRuntime(opts: HostRuntimeOptions): MachineRuntime {
         cgroups,
         network: opts.network,
         log: opts.log,
+        ...(opts.platformCaFile ? { platformCaFile: opts.platformCaFile } : {}),
       });
     })().catch((err: unknown) => {
       made = undefined;

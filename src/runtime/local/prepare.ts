@@ -11,6 +11,7 @@ import type { StoragePool } from '../../storage/pool/pool.js';
 import type { ImageConfig } from '../images/index.js';
 import { MachineStartError, type MachineSpec } from '../runtime.js';
 import { mountRootfs, resolveInRoot, type Network, type SandboxSpec } from '../sandbox/index.js';
+import { PLATFORM_CA_ENV, platformCaMount } from './platform-ca.js';
 import { machineArgv, machineCwd, machineEnv } from './process.js';
 import type { MachineRecord } from './records.js';
 import { resolveUser, UserError } from './users.js';
@@ -44,6 +45,8 @@ export interface PrepareContext {
   /** The unpacked image root of the record's digest (pulled again if it was removed). */
   imageRoot: (record: MachineRecord) => Promise<string>;
   logMaxBytes: number;
+  /** The host's copy of the platform CA certificate, bound into every machine. */
+  platformCaFile?: string;
 }
 
 const failed = (message: string) => new MachineStartError('create-failed', message);
@@ -73,6 +76,7 @@ export async function prepareMachine(
     if (!info) throw failed(`volume ${v.volume} does not exist`);
     mounts.push({ source: info.path, target: v.mountPath, readOnly: false });
   }
+  if (ctx.platformCaFile) mounts.push(platformCaMount(ctx.platformCaFile));
   const config: ImageConfig = record.image.config;
   const argv = machineArgv(spec, config);
   if (argv.length === 0) {
@@ -91,10 +95,13 @@ export async function prepareMachine(
     netns: net.netns,
     hostname: spec.hostname,
     argv,
-    env: machineEnv(config.env, spec.env, {
-      hostname: spec.hostname,
-      ...(user.home ? { home: user.home } : {}),
-    }),
+    env: {
+      ...(ctx.platformCaFile ? PLATFORM_CA_ENV : {}),
+      ...machineEnv(config.env, spec.env, {
+        hostname: spec.hostname,
+        ...(user.home ? { home: user.home } : {}),
+      }),
+    },
     cwd,
     uid: user.uid,
     gid: user.gid,

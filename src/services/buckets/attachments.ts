@@ -4,6 +4,7 @@
  * and removes the secrets; neither can be touched through the secrets routes.
  */
 import type { BucketAttachment as Attachment } from '../../contracts/buckets.js';
+import { servicesUrl } from '../../config.js';
 import { ApiError } from '../../errors/api-error.js';
 import type { Executor, Tx } from '../../store/db.js';
 import { findApp } from '../apps/records.js';
@@ -60,7 +61,8 @@ export async function attachBucket(
     }
     const key = await mintS3Key(tx, ctx, { orgId, bucketId: bucket.id, purpose: 'attachment' });
     const values: Record<string, string> = {
-      [names.endpoint!]: `${ctx.config.publicUrl}/s3`,
+      // The gateway as the app's machines reach it: the services listener, over TLS.
+      [names.endpoint!]: `${servicesUrl(ctx.config)}/s3`,
       [names.bucket!]: bucket.name,
       [names.region!]: ctx.config.region,
       [names.accessKeyId!]: key.accessKeyId,
