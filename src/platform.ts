@@ -18,6 +18,7 @@ import { JobCatalogue, type JobDefinition } from './jobs/catalogue.js';
 import { housekeepingJobs, scheduleHousekeeping } from './jobs/housekeeping.js';
 import { JobWorker } from './jobs/worker.js';
 import { Authenticator } from './services/authenticator.js';
+import { refreshAttachmentUrls } from './services/attachment-urls.js';
 import { bucketJobs } from './services/buckets/jobs.js';
 import { BucketCaches } from './services/buckets/caches.js';
 import { LocalDatabaseRuntime } from './engines/local/database-runtime.js';
@@ -218,6 +219,8 @@ export async function startPlatform(config: Config, opts: PlatformOptions = {}):
     const services = await startServicesListener(app, config, tls, logger);
     undo.push(() => services.close());
     config.servicesPort = services.port;
+    const refreshed = await refreshAttachmentUrls(ctx);
+    if (refreshed) logger.info({ refreshed }, 'attachment URLs follow the services settings');
 
     const worker = new JobWorker({
       db: store.db,

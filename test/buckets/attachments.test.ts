@@ -15,6 +15,7 @@ import https from 'node:https';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { servicesUrl } from '../../src/config.js';
+import { refreshAttachmentUrls } from '../../src/services/attachment-urls.js';
 import { revealSecrets } from '../../src/services/secrets.js';
 import { startTestPlatform, type TestOrg, type TestPlatform } from '../helpers/platform.js';
 import { createBucket, credentialsFor, s3Client, sdkError } from './helpers.js';
@@ -131,6 +132,21 @@ describe('attach', () => {
     const env = await envOf(appId);
     expect(env.MEDIA_S3_BUCKET).toBe('web-media');
     expect(env.MEDIA_S3_REGION).not.toBe('moon');
+  });
+
+  it('rewrites S3_ENDPOINT at start when the services host or port changed', async () => {
+    const config = tp.platform.config;
+    const was = { host: config.servicesHost, port: config.servicesPort };
+    try {
+      Object.assign(config, { servicesHost: 'services.pier.internal', servicesPort: 9443 });
+      expect(await refreshAttachmentUrls(tp.platform.ctx)).toBe(1);
+      expect((await envOf(appId)).MEDIA_S3_ENDPOINT).toBe('https://services.pier.internal:9443/s3');
+      expect(await refreshAttachmentUrls(tp.platform.ctx)).toBe(0); // nothing stale left
+    } finally {
+      Object.assign(config, { servicesHost: was.host, servicesPort: was.port });
+      await refreshAttachmentUrls(tp.platform.ctx);
+    }
+    expect((await envOf(appId)).MEDIA_S3_ENDPOINT).toBe(`${servicesUrl(config)}/s3`);
   });
 
   it('lists the attachment in GET /v1/bucket-attachments', async () => {

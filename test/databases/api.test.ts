@@ -5,6 +5,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MACHINE_CA_PATH } from '../../src/crypto/ca.js';
+import { refreshAttachmentUrls } from '../../src/services/attachment-urls.js';
 import { revealSecrets } from '../../src/services/secrets.js';
 import { startTestPlatform, type TestOrg, type TestPlatform } from '../helpers/platform.js';
 import {
@@ -285,6 +286,18 @@ describe('attach and detach', () => {
       'SELECT 1 AS one',
     );
     expect(rows).toEqual([{ one: 1 }]);
+    // A changed services host reaches the stored URL at the next start.
+    const config = tp.platform.config;
+    const host = config.servicesHost;
+    config.servicesHost = 'db.pier.internal';
+    try {
+      expect(await refreshAttachmentUrls(tp.platform.ctx)).toBe(1);
+      const moved = await revealSecrets(tp.platform.ctx.db, tp.platform.ctx, app.body.id);
+      expect(new URL(moved.DATABASE_URL!).host).toBe(`db.pier.internal:${main.port}`);
+    } finally {
+      config.servicesHost = host;
+      await refreshAttachmentUrls(tp.platform.ctx);
+    }
     const secrets = await req('GET', '/v1/apps/shop/secrets');
     expect(secrets.body).toEqual([
       expect.objectContaining({
