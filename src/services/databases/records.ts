@@ -211,7 +211,12 @@ export function machineConnectionUrl(
   row: DatabaseRow,
   password: string,
 ): string {
-  return urlOf(urlHost(config.servicesHost), row, password, `sslmode=verify-full&sslrootcert=${MACHINE_CA_PATH}`);
+  return urlOf(
+    urlHost(config.servicesHost),
+    row,
+    password,
+    `sslmode=verify-full&sslrootcert=${MACHINE_CA_PATH}`,
+  );
 }
 
 function urlOf(host: string, row: DatabaseRow, password: string, pgTls: string): string {
