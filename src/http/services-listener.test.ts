@@ -60,3 +60,11 @@ it('is refused by a client trusting another CA', async () => {
 it('drops connections to any other address of the host', async () => {
   await expect(get('127.0.0.2', ca)).rejects.toThrow(/ECONNRESET|socket hang up|disconnected/);
 });
+
+it('says which setting to change when its port is taken', async () => {
+  const config = { servicesHost: '127.0.0.1', servicesPort: listener.port };
+  const files = { certFile: path.join(dir, 'server.pem'), keyFile: path.join(dir, 'server.key') };
+  await expect(
+    startServicesListener(app, config, files, pino({ level: 'silent' })),
+  ).rejects.toThrow(/PIER_SERVICES_PORT/);
+});

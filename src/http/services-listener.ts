@@ -49,9 +49,17 @@ export async function startServicesListener(
   }
   server.on('tlsClientError', (err) => log.debug({ err }, 'services listener: TLS failed'));
   await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
+    const failed = (err: NodeJS.ErrnoException) =>
+      reject(
+        err.code === 'EADDRINUSE'
+          ? new Error(
+              `the services listener's port ${config.servicesPort} is taken; choose another with PIER_SERVICES_PORT`,
+            )
+          : err,
+      );
+    server.once('error', failed);
     server.listen({ host: isIPv6(host) ? '::' : '0.0.0.0', port: config.servicesPort }, () => {
-      server.off('error', reject);
+      server.off('error', failed);
       resolve();
     });
   });
