@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { configFromEnv, mergeConfig, resolveConfig } from './config.js';
+import { configFromEnv, mergeConfig, resolveConfig, servicesUrl } from './config.js';
 
 describe('config', () => {
   it('has the defaults of CONTRACT 1', () => {
@@ -9,6 +9,19 @@ describe('config', () => {
     expect(c.dataDir.endsWith('.pier')).toBe(true);
     expect(c.databaseUrl).toBeUndefined();
     expect(c.allowPrivateTargets).toBe(false);
+  });
+
+  it('names the services host machines dial: the gateway of their network unless set', () => {
+    expect(resolveConfig({}).servicesHost).toBe('10.213.0.1');
+    expect(resolveConfig({}).servicesPort).toBe(8443);
+    expect(resolveConfig({ machinesCidr: '10.250.16.0/20' }).servicesHost).toBe('10.250.16.1');
+    const c = resolveConfig(
+      configFromEnv({ PIER_SERVICES_HOST: 'services.pier.internal', PIER_SERVICES_PORT: '9443' }),
+    );
+    expect(servicesUrl(c)).toBe('https://services.pier.internal:9443');
+    expect(servicesUrl({ servicesHost: 'fd00::1', servicesPort: 8443 })).toBe(
+      'https://[fd00::1]:8443',
+    );
   });
 
   it('lets flags override the environment twins', () => {

@@ -97,6 +97,18 @@ export const configSchema = z.object({
     .string()
     .regex(/^\d{1,3}(\.\d{1,3}){3}\/\d{1,2}$/, 'must be an IPv4 network such as 10.213.0.0/16')
     .default('10.213.0.0/16'),
+  /**
+   * The address machines use to reach the platform's services (database fronts, the
+   * services listener below): the host in every URL injected into machines by attachments.
+   * Absent = the gateway of `machinesCidr` (the host's address on the machines' bridge).
+   * Name it (an address or DNS name) when machines on other hosts must reach it too.
+   */
+  servicesHost: z.string().min(1).optional(),
+  /**
+   * TCP port of the services listener: the API and S3 gateway over TLS (platform CA) for
+   * machines, at `https://SERVICES_HOST:PORT`. 0 = any free port (tests).
+   */
+  servicesPort: z.number().int().min(0).max(65535).default(8443),
   /** Largest JSON body accepted by ordinary routes. */
   bodyLimitBytes: z
     .number()
@@ -108,6 +120,7 @@ export const configSchema = z.object({
 export type ConfigInput = z.input<typeof configSchema>;
 export type Config = z.output<typeof configSchema> & {
   publicUrl: string;
+  servicesHost: string;
   dataDir: string;
   listenHost: string;
   listenPort: number;
@@ -126,7 +139,7 @@ export function resolveConfig(input: ConfigInput): Config {
   const m = listenPattern.exec(c.listen);
   const listenHost = (m?.groups?.host ?? '127.0.0.1').replace(/^\[|\]$/g, '');
   const listenPort = Number(m?.groups?.port ?? 8080);
-  const hostForUrl = listenHost.includes(':') ? `[${listenHost}]` : listenHost;
+  const hostForUrl = urlHost(listenHost);
   return {
     ...c,
     dataDir: path.resolve(c.dataDir),
@@ -134,7 +147,29 @@ export function resolveConfig(input: ConfigInput): Config {
     listenPort,
     publicUrl: (c.publicUrl ?? `http://${hostForUrl}:${listenPort}`).replace(/\/+$/, ''),
     publicUrlGiven: c.publicUrl !== undefined,
+    servicesHost: c.servicesHost ?? firstHostOf(c.machinesCidr),
   };
+}
+
+/** `host` as a URL names it: an IPv6 address in brackets, anything else as it is. */
+export function urlHost(host: string): string {
+  return host.includes(':') && !host.startsWith('[') ? `[${host}]` : host;
+}
+
+/** Base URL of the services listener as machines dial it (the S3 endpoint is under it). */
+export function servicesUrl(config: Pick<Config, 'servicesHost' | 'servicesPort'>): string {
+  return `https://${urlHost(config.servicesHost)}:${config.servicesPort}`;
+}
+
+/**
+ * The first host address of an IPv4 network (`10.213.0.0/16` → `10.213.0.1`): the
+ * bridge's gateway, as the sandbox network assigns it (runtime/sandbox/cidr.ts gatewayOf,
+ * which this foundation cannot import).
+ */
+function firstHostOf(cidr: string): string {
+  const [a = 0, b = 0, c = 0, d = 0] = (cidr.split('/')[0] ?? '').split('.').map(Number);
+  const n = (((a << 24) >>> 0) + (b << 16) + (c << 8) + d + 1) >>> 0;
+  return [n >>> 24, (n >>> 16) & 255, (n >>> 8) & 255, n & 255].join('.');
 }
 
 /** The environment twins of the `pier serve` flags (CONTRACT 1), plus pier's own extras. */
@@ -172,6 +207,8 @@ export function configFromEnv(env: NodeJS.ProcessEnv): ConfigInput {
     databasePorts: pick('PIER_DATABASE_PORTS'),
     machinesBridge: pick('PIER_MACHINES_BRIDGE'),
     machinesCidr: pick('PIER_MACHINES_CIDR'),
+    servicesHost: pick('PIER_SERVICES_HOST'),
+    servicesPort: num('PIER_SERVICES_PORT'),
     objectStoreAccessKeyId: pick('PIER_OBJECT_STORE_ACCESS_KEY_ID'),
     objectStoreSecretAccessKey: pick('PIER_OBJECT_STORE_SECRET_ACCESS_KEY'),
   };

@@ -7,15 +7,18 @@ import { chmod, mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import pino, { type Logger } from 'pino';
-import type { Config } from './config.js';
+import { servicesUrl, urlHost, type Config } from './config.js';
+import { platformCa } from './crypto/ca.js';
 import { SecretBox, loadMasterKey } from './crypto/secret-box.js';
 import { buildApp } from './http/app.js';
+import { startServicesListener } from './http/services-listener.js';
 import { redactingLogger } from './http/plugins/redact.js';
 import type { AppDeps } from './http/deps.js';
 import { JobCatalogue, type JobDefinition } from './jobs/catalogue.js';
 import { housekeepingJobs, scheduleHousekeeping } from './jobs/housekeeping.js';
 import { JobWorker } from './jobs/worker.js';
 import { Authenticator } from './services/authenticator.js';
+import { refreshAttachmentUrls } from './services/attachment-urls.js';
 import { bucketJobs } from './services/buckets/jobs.js';
 import { BucketCaches } from './services/buckets/caches.js';
 import { LocalDatabaseRuntime } from './engines/local/database-runtime.js';
@@ -125,6 +128,9 @@ export async function startPlatform(config: Config, opts: PlatformOptions = {}):
       Math.round(config.storagePoolGb * 1024 ** 3),
     );
     undo.push(() => pool.close());
+    // Before anything serves TLS or boots a machine: the CA, the server certificate for
+    // every name clients dial (public host, services host), and the copy machines get.
+    const tls = await platformCa(config);
     // Filled in below; jobs only run once the worker starts, after it is set.
     const late: { ctx?: ServiceContext } = {};
     const catalogue = new JobCatalogue([
@@ -186,6 +192,7 @@ export async function startPlatform(config: Config, opts: PlatformOptions = {}):
           maxEntries: config.imageMaxEntries,
           maxDownloadBytes: Math.floor(config.imageMaxDownloadGb * 2 ** 30),
         },
+        platformCaFile: tls.publicCaFile,
       }),
     };
     late.ctx = ctx;
@@ -210,6 +217,12 @@ export async function startPlatform(config: Config, opts: PlatformOptions = {}):
       u.port = String(port);
       config.publicUrl = u.toString().replace(/\/$/, '');
     }
+    // Machines reach the API and the S3 gateway here (attachments inject its URL).
+    const services = await startServicesListener(app, config, tls, logger);
+    undo.push(() => services.close());
+    config.servicesPort = services.port;
+    const refreshed = await refreshAttachmentUrls(ctx);
+    if (refreshed) logger.info({ refreshed }, 'attachment URLs follow the services settings');
 
     const worker = new JobWorker({
       db: store.db,
@@ -240,11 +253,11 @@ export async function startPlatform(config: Config, opts: PlatformOptions = {}):
     const stopOrphanSweep = scheduleOrphanSweep(ctx);
     undo.push(async () => stopOrphanSweep());
 
-    const hostForUrl = config.listenHost.includes(':')
-      ? `[${config.listenHost}]`
-      : config.listenHost;
-    const base = `http://${hostForUrl}:${port}`;
-    logger.info({ url: base, publicUrl: config.publicUrl }, 'pier is serving');
+    const base = `http://${urlHost(config.listenHost)}:${port}`;
+    logger.info(
+      { url: base, publicUrl: config.publicUrl, servicesUrl: servicesUrl(config) },
+      'pier is serving',
+    );
     let closed = false;
     return {
       config,

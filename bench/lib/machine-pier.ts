@@ -334,6 +334,8 @@ export async function openMachineBench(label: string): Promise<MachinePier> {
           // The registry is on 127.0.0.1: trusted by name, so pulls pass the outbound guard.
           PIER_TRUSTED_REGISTRIES: registry.host,
           PIER_LOG_LEVEL: process.env.BENCH_PIER_LOG_LEVEL ?? 'info',
+          // Any free services port, so a bench runs beside a pier on the default one.
+          PIER_SERVICES_PORT: '0',
         },
       },
     );

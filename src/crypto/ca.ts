@@ -6,9 +6,10 @@
  */
 import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { chmod, mkdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { chmod, copyFile, mkdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { promisify } from 'node:util';
+import type { Config } from '../config.js';
 
 const run = promisify(execFile);
 
@@ -92,6 +93,51 @@ export async function ensureCa(dir: string, hosts: string[]): Promise<CaFiles> {
     await writeAtomic(marker, `${digest}\n`, 0o600);
   }
   return files;
+}
+
+/**
+ * Where every machine finds the platform CA certificate (bound read-only by the runtime);
+ * the URLs injected into machines name it (`sslrootcert=`).
+ */
+export const MACHINE_CA_PATH = '/etc/pier/ca.crt';
+
+/** The platform's TLS files, plus a world-readable copy of the CA certificate. */
+export interface PlatformCa extends CaFiles {
+  /** `<dataDir>/ca.crt` (0644): what machines get at MACHINE_CA_PATH. */
+  publicCaFile: string;
+}
+
+/** One issuing at a time per directory: two callers racing would share `.issue`. */
+const issuing = new Map<string, Promise<unknown>>();
+
+/**
+ * The platform CA of this data dir, with a server certificate for every name clients
+ * use: the public URL's host, localhost, 127.0.0.1 and the services host that machines
+ * dial (so `sslmode=verify-full` passes from a laptop and from a machine alike).
+ */
+export async function platformCa(config: Config): Promise<PlatformCa> {
+  const dir = path.join(config.dataDir, 'ca');
+  const hosts = [new URL(config.publicUrl).hostname, 'localhost', '127.0.0.1'];
+  hosts.push(config.servicesHost.replace(/^\[|\]$/g, ''));
+  const run = (issuing.get(dir) ?? Promise.resolve())
+    .catch(() => undefined)
+    .then(async () => {
+      const files = await ensureCa(dir, hosts);
+      // The CA's directory is root's alone (it holds the CA key); machines, whose root
+      // is no host user, get this copy of the certificate, which is public anyway.
+      const publicCaFile = path.join(config.dataDir, 'ca.crt');
+      const tmp = `${publicCaFile}.tmp`;
+      await copyFile(files.caFile, tmp);
+      await chmod(tmp, 0o644);
+      await rename(tmp, publicCaFile);
+      return { ...files, publicCaFile };
+    });
+  issuing.set(dir, run);
+  try {
+    return await run;
+  } finally {
+    if (issuing.get(dir) === run) issuing.delete(dir);
+  }
 }
 
 /** A server certificate for `names` (DNS names or IP addresses), two years, signed by the CA. */

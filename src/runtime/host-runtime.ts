@@ -25,6 +25,8 @@ export interface HostRuntimeOptions {
   outbound: OutboundGuard;
   /** The caps on one image (PIER_IMAGE_MAX_UNPACKED_GB, _ENTRIES, _DOWNLOAD_GB). */
   imageLimits: ImageLimits;
+  /** The host's copy of the platform CA certificate, which every machine gets. */
+  platformCaFile?: string;
 }
 
 /** A `MachineRuntime` whose every call first makes (once) the local runtime. */
@@ -49,6 +51,7 @@ export function hostRuntime(opts: HostRuntimeOptions): MachineRuntime {
         network: opts.network,
         ...(opts.walls ? { walls: opts.walls } : {}),
         log: opts.log,
+        ...(opts.platformCaFile ? { platformCaFile: opts.platformCaFile } : {}),
       });
     })().catch((err: unknown) => {
       made = undefined;

@@ -216,6 +216,35 @@ export async function insertManagedSecret(
     .execute();
 }
 
+/**
+ * Writes a managed secret again when its value is not `value` (an attachment's URL after
+ * the settings it derives from changed); true when it did. A missing secret stays missing.
+ */
+export async function refreshManagedSecret(
+  tx: Executor,
+  ctx: ServiceContext,
+  appId: string,
+  name: string,
+  value: string,
+): Promise<boolean> {
+  const row = await tx
+    .selectFrom('secrets')
+    .select(['nonce', 'ciphertext'])
+    .where('app_id', '=', appId)
+    .where('name', '=', name)
+    .where('managed_reason', 'is not', null)
+    .executeTakeFirst();
+  if (!row || ctx.box.open(row, bindingOf(appId, name)) === value) return false;
+  const sealed = ctx.box.seal(value, bindingOf(appId, name));
+  await tx
+    .updateTable('secrets')
+    .set({ nonce: sealed.nonce, ciphertext: sealed.ciphertext, updated_at: ctx.clock() })
+    .where('app_id', '=', appId)
+    .where('name', '=', name)
+    .execute();
+  return true;
+}
+
 /** Plain values for a machine's environment at start (the runtime's use only). */
 export async function revealSecrets(
   ex: Executor,

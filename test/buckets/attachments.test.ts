@@ -9,7 +9,13 @@ import {
   PutObjectCommand,
   S3Client,
 } from '@aws-sdk/client-s3';
+import { NodeHttpHandler } from '@smithy/node-http-handler';
+import { readFile } from 'node:fs/promises';
+import https from 'node:https';
+import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { servicesUrl } from '../../src/config.js';
+import { refreshAttachmentUrls } from '../../src/services/attachment-urls.js';
 import { revealSecrets } from '../../src/services/secrets.js';
 import { startTestPlatform, type TestOrg, type TestPlatform } from '../helpers/platform.js';
 import { createBucket, credentialsFor, s3Client, sdkError } from './helpers.js';
@@ -17,9 +23,11 @@ import { createBucket, credentialsFor, s3Client, sdkError } from './helpers.js';
 let tp: TestPlatform;
 let org: TestOrg;
 let other: TestOrg;
+let platformCaPem: string;
 
 beforeAll(async () => {
   tp = await startTestPlatform();
+  platformCaPem = await readFile(path.join(tp.dataDir, 'ca.crt'), 'utf8');
   org = await tp.createOrg();
   other = await tp.createOrg();
 });
@@ -49,9 +57,13 @@ async function envOf(appId: string): Promise<Record<string, string>> {
   return revealSecrets(ctx.db, ctx, appId);
 }
 
-/** An S3 client configured only from the injected variables, as the app would. */
+/**
+ * An S3 client configured only from the injected variables, as the app would, trusting
+ * the platform CA as a machine does (the endpoint is the services listener, over TLS).
+ */
 function clientFromEnv(env: Record<string, string>, prefix = 'MEDIA_'): S3Client {
   return new S3Client({
+    requestHandler: new NodeHttpHandler({ httpsAgent: new https.Agent({ ca: platformCaPem }) }),
     endpoint: env[`${prefix}S3_ENDPOINT`],
     region: env[`${prefix}S3_REGION`],
     forcePathStyle: env[`${prefix}S3_FORCE_PATH_STYLE`] === 'true',
@@ -77,7 +89,7 @@ describe('attach', () => {
     expect(res.body).toEqual({ appName: 'web', bucketName: 'web-media', injected: INJECTED });
     const env = await envOf(appId);
     expect(env).toMatchObject({
-      MEDIA_S3_ENDPOINT: `${tp.url}/s3`,
+      MEDIA_S3_ENDPOINT: `${servicesUrl(tp.platform.config)}/s3`,
       MEDIA_S3_BUCKET: 'web-media',
       MEDIA_S3_REGION: expect.any(String),
       MEDIA_S3_ACCESS_KEY_ID: expect.stringMatching(/^PIER[A-Z2-7]{16}$/),
@@ -120,6 +132,21 @@ describe('attach', () => {
     const env = await envOf(appId);
     expect(env.MEDIA_S3_BUCKET).toBe('web-media');
     expect(env.MEDIA_S3_REGION).not.toBe('moon');
+  });
+
+  it('rewrites S3_ENDPOINT at start when the services host or port changed', async () => {
+    const config = tp.platform.config;
+    const was = { host: config.servicesHost, port: config.servicesPort };
+    try {
+      Object.assign(config, { servicesHost: 'services.pier.internal', servicesPort: 9443 });
+      expect(await refreshAttachmentUrls(tp.platform.ctx)).toBe(1);
+      expect((await envOf(appId)).MEDIA_S3_ENDPOINT).toBe('https://services.pier.internal:9443/s3');
+      expect(await refreshAttachmentUrls(tp.platform.ctx)).toBe(0); // nothing stale left
+    } finally {
+      Object.assign(config, { servicesHost: was.host, servicesPort: was.port });
+      await refreshAttachmentUrls(tp.platform.ctx);
+    }
+    expect((await envOf(appId)).MEDIA_S3_ENDPOINT).toBe(`${servicesUrl(config)}/s3`);
   });
 
   it('lists the attachment in GET /v1/bucket-attachments', async () => {

@@ -4,6 +4,8 @@
  * attach/detach of DATABASE_URL, and delete leaving nothing behind.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { MACHINE_CA_PATH } from '../../src/crypto/ca.js';
+import { refreshAttachmentUrls } from '../../src/services/attachment-urls.js';
 import { revealSecrets } from '../../src/services/secrets.js';
 import { startTestPlatform, type TestOrg, type TestPlatform } from '../helpers/platform.js';
 import {
@@ -267,7 +269,35 @@ describe('attach and detach', () => {
       injected: ['DATABASE_URL'],
     });
     const env = await revealSecrets(tp.platform.ctx.db, tp.platform.ctx, app.body.id);
-    expect(env.DATABASE_URL).toBe(main.url);
+    // The URL as machines dial it: same credentials and port, the services host, and
+    // TLS verified against the CA every machine holds.
+    const seen = new URL(env.DATABASE_URL!);
+    const given = new URL(main.url);
+    expect(seen.host).toBe(`${tp.platform.config.servicesHost}:${main.port}`);
+    expect([seen.username, seen.password, seen.pathname]).toEqual([
+      given.username,
+      given.password,
+      given.pathname,
+    ]);
+    expect(seen.search).toBe(`?sslmode=verify-full&sslrootcert=${MACHINE_CA_PATH}`);
+    const rows = await query<{ one: number }>(
+      env.DATABASE_URL!.replace(seen.search, '?sslmode=require'),
+      await platformCa(tp),
+      'SELECT 1 AS one',
+    );
+    expect(rows).toEqual([{ one: 1 }]);
+    // A changed services host reaches the stored URL at the next start.
+    const config = tp.platform.config;
+    const host = config.servicesHost;
+    config.servicesHost = 'db.pier.internal';
+    try {
+      expect(await refreshAttachmentUrls(tp.platform.ctx)).toBe(1);
+      const moved = await revealSecrets(tp.platform.ctx.db, tp.platform.ctx, app.body.id);
+      expect(new URL(moved.DATABASE_URL!).host).toBe(`db.pier.internal:${main.port}`);
+    } finally {
+      config.servicesHost = host;
+      await refreshAttachmentUrls(tp.platform.ctx);
+    }
     const secrets = await req('GET', '/v1/apps/shop/secrets');
     expect(secrets.body).toEqual([
       expect.objectContaining({

@@ -41,6 +41,8 @@ function serve(): ChildProcess {
         PIER_OPERATOR_TOKEN: operator,
         PIER_JOB_LEASE_MS: '1500',
         PIER_LOG_LEVEL: 'warn',
+        // Any free port for the services listener: other piers run beside this one.
+        PIER_SERVICES_PORT: '0',
       },
       stdio: ['ignore', 'ignore', 'inherit'],
     },

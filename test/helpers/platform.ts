@@ -91,6 +91,11 @@ export async function startTestPlatform(
   const dataDir = reuse?.dataDir ?? (await mkdtemp(path.join(os.tmpdir(), 'pier-test-')));
   const config = resolveConfig({
     listen: '127.0.0.1:0',
+    // Without machines, the test (on the host) dials the URLs attachments inject, so the
+    // services host is loopback; a test with a machines network gets the default (its
+    // gateway), as machines would.
+    ...(overrides.machinesCidr ? {} : { servicesHost: '127.0.0.1' }),
+    servicesPort: 0,
     dataDir,
     databaseUrl: db.url,
     logLevel: 'silent',

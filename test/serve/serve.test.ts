@@ -35,7 +35,11 @@ function serve(dataDir: string, port: number, extraEnv: Record<string, string> =
       '--data-dir',
       dataDir,
     ],
-    { env: { ...process.env, ...extraEnv }, stdio: ['ignore', 'pipe', 'pipe'] },
+    {
+      // Any free services port: test files (and other pier processes) run side by side.
+      env: { ...process.env, PIER_SERVICES_PORT: '0', ...extraEnv },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
   );
   let out = '';
   child.stdout!.on('data', (d) => (out += d));

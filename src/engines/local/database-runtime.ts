@@ -13,7 +13,7 @@ import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { Logger } from 'pino';
 import type { Config } from '../../config.js';
-import { ensureCa } from '../../crypto/ca.js';
+import { platformCa } from '../../crypto/ca.js';
 import type { PoolHandle } from '../../storage/pool-handle.js';
 import { resolveServiceUser } from '../../host/service-user.js';
 import {
@@ -94,8 +94,8 @@ export class LocalDatabaseRuntime implements DatabaseRuntime {
       const { config, log } = this.opts;
       const { pool } = await this.opts.pool.get();
       const user = await resolveServiceUser(config.serviceUser);
-      const host = new URL(config.publicUrl).hostname;
-      const tls = await ensureCa(path.join(config.dataDir, 'ca'), [host, 'localhost', '127.0.0.1']);
+      // Names the public host and the services host, which machines dial.
+      const tls = await platformCa(config);
       return {
         pool,
         user,

@@ -66,6 +66,8 @@ export interface LocalRuntimeOptions {
   logMaxBytes?: number;
   /** Processes and threads a machine may have per vCPU (default 1024). */
   pidsPerVcpu?: number;
+  /** The host's copy of the platform CA certificate, bound into every machine (platform-ca.ts). */
+  platformCaFile?: string;
 }
 
 /** Runs machines on this host. See the module comment and README.md. */
@@ -313,6 +315,7 @@ export class LocalRuntime implements MachineRuntime {
       network: this.network,
       imageRoot: (r) => imageRoot(this.opts.images, r),
       logMaxBytes: this.opts.logMaxBytes ?? 4 * 1024 * 1024,
+      ...(this.opts.platformCaFile ? { platformCaFile: this.opts.platformCaFile } : {}),
       sandboxes: this.sandboxes,
       halt: (r) => this.halt(r),
     };

@@ -17,6 +17,7 @@ import {
   type Network,
   type SandboxSpec,
 } from '../sandbox/index.js';
+import { PLATFORM_CA_ENV, platformCaMount } from './platform-ca.js';
 import { machineArgv, machineCwd, machineEnv } from './process.js';
 import type { MachineRecord } from './records.js';
 import { resolveUser, UserError } from './users.js';
@@ -50,6 +51,8 @@ export interface PrepareContext {
   /** The unpacked image root of the record's digest (pulled again if it was removed). */
   imageRoot: (record: MachineRecord) => Promise<string>;
   logMaxBytes: number;
+  /** The host's copy of the platform CA certificate, bound into every machine. */
+  platformCaFile?: string;
 }
 
 const failed = (message: string) => new MachineStartError('create-failed', message);
@@ -84,6 +87,7 @@ export async function prepareMachine(
     await adoptVolume(info.path);
     mounts.push({ source: info.path, target: v.mountPath, readOnly: false });
   }
+  if (ctx.platformCaFile) mounts.push(platformCaMount(ctx.platformCaFile));
   const config: ImageConfig = record.image.config;
   const argv = machineArgv(spec, config);
   if (argv.length === 0) {
@@ -103,10 +107,13 @@ export async function prepareMachine(
     userns: net.userns,
     hostname: spec.hostname,
     argv,
-    env: machineEnv(config.env, spec.env, {
-      hostname: spec.hostname,
-      ...(user.home ? { home: user.home } : {}),
-    }),
+    env: {
+      ...(ctx.platformCaFile ? PLATFORM_CA_ENV : {}),
+      ...machineEnv(config.env, spec.env, {
+        hostname: spec.hostname,
+        ...(user.home ? { home: user.home } : {}),
+      }),
+    },
     cwd,
     uid: user.uid,
     gid: user.gid,

@@ -4,6 +4,7 @@
  * and removes the secrets; neither can be touched through the secrets routes.
  */
 import type { BucketAttachment as Attachment } from '../../contracts/buckets.js';
+import { servicesUrl, type Config } from '../../config.js';
 import { ApiError } from '../../errors/api-error.js';
 import type { Executor, Tx } from '../../store/db.js';
 import { findApp } from '../apps/records.js';
@@ -22,6 +23,22 @@ export function injectedNames(prefix: string): Record<string, string> {
     secretAccessKey: `${p}S3_SECRET_ACCESS_KEY`,
     forcePathStyle: `${p}S3_FORCE_PATH_STYLE`,
   };
+}
+
+/** The S3 endpoint an attached app's machines get: the gateway on the services listener. */
+/** Whether any bucket is attached to app `appId` (its machines then need the S3 endpoint). */
+export async function hasBucketAttachments(db: Executor, appId: string): Promise<boolean> {
+  const row = await db
+    .selectFrom('bucket_attachments')
+    .select('app_id')
+    .where('app_id', '=', appId)
+    .limit(1)
+    .executeTakeFirst();
+  return row !== undefined;
+}
+
+export function machineS3Endpoint(config: Pick<Config, 'servicesHost' | 'servicesPort'>): string {
+  return `${servicesUrl(config)}/s3`;
 }
 
 export async function attachBucket(
@@ -60,7 +77,8 @@ export async function attachBucket(
     }
     const key = await mintS3Key(tx, ctx, { orgId, bucketId: bucket.id, purpose: 'attachment' });
     const values: Record<string, string> = {
-      [names.endpoint!]: `${ctx.config.publicUrl}/s3`,
+      // The gateway as the app's machines reach it (not the public URL), over TLS.
+      [names.endpoint!]: machineS3Endpoint(ctx.config),
       [names.bucket!]: bucket.name,
       [names.region!]: ctx.config.region,
       [names.accessKeyId!]: key.accessKeyId,

@@ -1,6 +1,7 @@
 /**
  * Database attachments (CONTRACT 3): the app gets the managed secret named by the
- * database's `secretKey` (`DATABASE_URL`, `REDIS_URL` for Redis) holding its URL. The
+ * database's `secretKey` (`DATABASE_URL`, `REDIS_URL` for Redis) holding its URL as the
+ * app's machines reach it (records.ts machineConnectionUrl). The
  * secret cannot be changed through the secrets routes; detach (or deleting either side)
  * removes it.
  */
@@ -9,7 +10,7 @@ import { ApiError } from '../../errors/api-error.js';
 import type { Db, Tx } from '../../store/db.js';
 import { findApp } from '../apps/records.js';
 import { insertManagedSecret } from '../secrets.js';
-import { connectionUrl, findDatabase, passwordOf, secretKeyOf } from './records.js';
+import { findDatabase, machineConnectionUrl, passwordOf, secretKeyOf } from './records.js';
 import type { DatabaseContext } from './work.js';
 
 /**
@@ -62,7 +63,8 @@ export async function attachDatabase(
         `The app '${appName}' already has ${name}; detach the other database or remove the secret first.`,
       );
     }
-    const url = connectionUrl(ctx.config.publicUrl, db, passwordOf(ctx.box, db));
+    // What the app's machines dial: the services host, TLS verified (not the public URL).
+    const url = machineConnectionUrl(ctx.config, db, passwordOf(ctx.box, db));
     await insertManagedSecret(tx, ctx, app.id, name, url, 'resource-password');
     await tx
       .insertInto('database_attachments')

@@ -7,6 +7,8 @@ import type { Selectable } from 'kysely';
 import { notFound } from '../../errors/api-error.js';
 import type { InstanceSpec } from '../../engines/engine.js';
 import type { SecretBox } from '../../crypto/secret-box.js';
+import { MACHINE_CA_PATH } from '../../crypto/ca.js';
+import { urlHost, type Config } from '../../config.js';
 import type { Executor } from '../../store/db.js';
 import type {
   DatabaseInstancesTable,
@@ -191,13 +193,35 @@ export async function insertArchive(
 }
 
 /**
- * The connection URL: TLS always (`sslmode=require` for postgres, `rediss://` for redis),
- * the customer's role `app`, the public host and the front's port.
+ * The connection URL a person gets (create, copy hand-out): TLS always (`sslmode=require`
+ * for postgres, `rediss://` for redis), the customer's role `app`, the public host and
+ * the front's port.
  */
 export function connectionUrl(publicUrl: string, row: DatabaseRow, password: string): string {
-  const host = new URL(publicUrl).hostname;
+  return urlOf(new URL(publicUrl).hostname, row, password, 'sslmode=require');
+}
+
+/**
+ * The URL an attached app's machines get: the services host (the host's address on the
+ * machines' network, or the operator's name for it), and for postgres a verified TLS
+ * against the platform CA that every machine holds at MACHINE_CA_PATH.
+ */
+export function machineConnectionUrl(
+  config: Pick<Config, 'servicesHost'>,
+  row: DatabaseRow,
+  password: string,
+): string {
+  return urlOf(
+    urlHost(config.servicesHost),
+    row,
+    password,
+    `sslmode=verify-full&sslrootcert=${MACHINE_CA_PATH}`,
+  );
+}
+
+function urlOf(host: string, row: DatabaseRow, password: string, pgTls: string): string {
   const pw = encodeURIComponent(password);
   return row.kind === 'postgres'
-    ? `postgresql://app:${pw}@${host}:${row.port}/app?sslmode=require`
+    ? `postgresql://app:${pw}@${host}:${row.port}/app?${pgTls}`
     : `rediss://app:${pw}@${host}:${row.port}`;
 }

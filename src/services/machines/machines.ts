@@ -3,6 +3,7 @@
  * read and wait. The row and its create job commit together; the job makes the machine
  * on the host through the `MachineRuntime`, so a restart in the middle resumes the work.
  */
+import { hasBucketAttachments } from '../buckets/attachments.js';
 import { newId } from '../../crypto/tokens.js';
 import { ApiError } from '../../errors/api-error.js';
 import { enqueue } from '../../jobs/queue.js';
@@ -247,11 +248,15 @@ export async function specOf(ctx: ServiceContext, row: MachineRow): Promise<Mach
     volumes: volumes.map((v) => ({ volume: v.pool_volume, mountPath: v.mount_path })),
     hostname: row.id,
     // The organization is the wall: its machines reach each other, no one else's; on
-    // the host, only the fronts of the databases attached to its app.
+    // the host, only the fronts of the databases attached to its app, and the services
+    // listener (the S3 endpoint) when a bucket is.
     network: {
       group: row.org_id,
       ...(config.egress ? { egress: config.egress } : {}),
-      hostPorts: await attachedFrontPorts(ctx.db, row.app_id),
+      hostPorts: [
+        ...(await attachedFrontPorts(ctx.db, row.app_id)),
+        ...((await hasBucketAttachments(ctx.db, row.app_id)) ? [ctx.config.servicesPort] : []),
+      ],
     },
   };
 }
