@@ -257,7 +257,11 @@ export class CgroupSet {
     assertCgroupName(name);
     const [freezerDir] = this.backend.dirs(name);
     if (!freezerDir || !(await exists(freezerDir))) return false;
-    return this.backend.freezeRequested(name);
+    return this.backend.freezeRequested(name).catch((err: NodeJS.ErrnoException) => {
+      // Removed meanwhile (see `pids`): nothing is frozen there any more.
+      if (err.code === 'ENOENT' || err.code === 'ENODEV') return false;
+      throw err;
+    });
   }
 
   /** Pids of the processes in group `name` (any hierarchy), ascending; [] for a missing group. */
@@ -265,8 +269,9 @@ export class CgroupSet {
     assertCgroupName(name);
     const all = new Set<number>();
     for (const dir of this.backend.dirs(name)) {
+      // ENODEV: the group is being removed (an OCI runtime removes it when its sandbox ends).
       const text = await readText(`${dir}/cgroup.procs`).catch((err: NodeJS.ErrnoException) => {
-        if (err.code === 'ENOENT') return '';
+        if (err.code === 'ENOENT' || err.code === 'ENODEV') return '';
         throw err;
       });
       for (const line of text.split('\n')) if (line) all.add(Number(line));
