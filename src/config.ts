@@ -60,6 +60,14 @@ export const configSchema = z.object({
   pgBinDir: z.string().optional(),
   /** Unprivileged OS user that runs embedded servers when pier runs as root. */
   serviceUser: z.string().min(1).default('pier'),
+  /**
+   * Names of the OS users that managed database servers run as, one per database
+   * (host/server-identities.ts): this prefix and a hash of the database id.
+   */
+  databaseUserPrefix: z
+    .string()
+    .regex(/^[a-z][a-z0-9-]{0,14}$/, 'must be a lowercase user-name prefix of at most 15 characters')
+    .default('pierdb-'),
   /** Log level of pino. */
   logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   /** How long a worker's claim on a job lasts without a heartbeat before another may take it. */
@@ -162,6 +170,7 @@ export function configFromEnv(env: NodeJS.ProcessEnv): ConfigInput {
     sshHostKey: pick('PIER_SSH_HOST_KEY'),
     pgBinDir: pick('PIER_PG_BIN_DIR'),
     serviceUser: pick('PIER_SERVICE_USER'),
+    databaseUserPrefix: pick('PIER_DATABASE_USER_PREFIX'),
     logLevel: pick('PIER_LOG_LEVEL') as ConfigInput['logLevel'],
     jobLeaseMs: num('PIER_JOB_LEASE_MS'),
     livenessIntervalMs: num('PIER_MACHINE_LIVENESS_MS'),

@@ -8,7 +8,9 @@ import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
 import type { TestProject } from 'vitest/node';
+import { ServerIdentities } from '../../src/host/server-identities.js';
 import { startEmbeddedCluster, type EmbeddedCluster } from '../../src/store/embedded.js';
+import { TEST_IDENTITY_PREFIX } from './identities.js';
 
 declare module 'vitest' {
   export interface ProvidedContext {
@@ -20,6 +22,8 @@ let cluster: EmbeddedCluster | undefined;
 let dir: string | undefined;
 
 export async function setup(project: TestProject): Promise<void> {
+  // Database identities a crashed run left (userdel refuses any that a process runs as).
+  await new ServerIdentities(TEST_IDENTITY_PREFIX).sweep();
   let url = process.env.PIER_TEST_DATABASE_URL;
   if (!url) {
     dir = await mkdtemp(path.join(os.tmpdir(), 'pier-test-pg-'));
