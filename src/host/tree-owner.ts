@@ -38,11 +38,15 @@ export async function handOverTree(dir: string, owner: TreeOwner): Promise<void>
 /**
  * Hands `dir` over unless its top already belongs to `owner`: every path that gives a
  * tree to a server hands it over whole, so the top's owner tells whether it was done.
+ * A missing `dir` (not laid out yet) has nothing to hand over.
  */
 export async function handOverIfForeign(dir: string, owner: TreeOwner): Promise<boolean> {
   if ((process.getuid?.() ?? 0) !== 0) return false;
-  const st = await lstat(dir);
-  if (st.uid === owner.uid && st.gid === owner.gid) return false;
+  const st = await lstat(dir).catch((err: NodeJS.ErrnoException) => {
+    if (err.code === 'ENOENT') return undefined;
+    throw err;
+  });
+  if (!st || (st.uid === owner.uid && st.gid === owner.gid)) return false;
   await handOverTree(dir, owner);
   return true;
 }
