@@ -13,6 +13,12 @@ export const configSchema = z.object({
   listen: z.string().regex(listenPattern, 'must be HOST:PORT').default('127.0.0.1:8080'),
   /** Everything the platform keeps on disk lives under this directory. */
   dataDir: z.string().min(1).default('./.pier'),
+  /**
+   * Where the servers pier runs as other users keep their files (the embedded store, the
+   * storage pool); absent = the data dir, or /var/lib/pier/servers-<hash> when other users
+   * cannot enter the data dir (host/server-dir.ts).
+   */
+  serverDir: z.string().min(1).optional(),
   /** External PostgreSQL for the platform's own state; absent = embedded cluster in dataDir. */
   databaseUrl: z.string().url().optional(),
   /** Base of every URL the platform hands out; defaults to http://LISTEN. */
@@ -138,6 +144,7 @@ export function resolveConfig(input: ConfigInput): Config {
   return {
     ...c,
     dataDir: path.resolve(c.dataDir),
+    ...(c.serverDir ? { serverDir: path.resolve(c.serverDir) } : {}),
     listenHost,
     listenPort,
     publicUrl: (c.publicUrl ?? `http://${hostForUrl}:${listenPort}`).replace(/\/+$/, ''),
@@ -153,6 +160,7 @@ export function configFromEnv(env: NodeJS.ProcessEnv): ConfigInput {
   return {
     listen: pick('PIER_LISTEN'),
     dataDir: pick('PIER_DATA_DIR'),
+    serverDir: pick('PIER_SERVER_DIR'),
     databaseUrl: pick('PIER_DATABASE_URL'),
     publicUrl: pick('PIER_PUBLIC_URL'),
     operatorToken: pick('PIER_OPERATOR_TOKEN'),

@@ -134,7 +134,7 @@ describe.skipIf(!asRoot)('separate identities', () => {
     for (const h of hosts) {
       expect(await uidOf(h.pid)).toBe(h.identity.uid);
       expect(h.identity.uid).not.toBe(0);
-      expect(h.identity.name).toMatch(/^piertest-[0-9a-f]{16}$/);
+      expect(h.identity.name).toMatch(/^pt[0-9a-z]+-[0-9a-f]{16}$/);
       uids.add(h.identity.uid);
     }
     expect(uids.size).toBe(3);

@@ -8,9 +8,8 @@ import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
 import type { TestProject } from 'vitest/node';
-import { ServerIdentities } from '../../src/host/server-identities.js';
 import { startEmbeddedCluster, type EmbeddedCluster } from '../../src/store/embedded.js';
-import { TEST_IDENTITY_PREFIX } from './identities.js';
+import { runIdentityPrefix, sweepDeadRuns, sweepRun } from './identities.js';
 
 declare module 'vitest' {
   export interface ProvidedContext {
@@ -22,8 +21,9 @@ let cluster: EmbeddedCluster | undefined;
 let dir: string | undefined;
 
 export async function setup(project: TestProject): Promise<void> {
-  // Database identities a crashed run left (userdel refuses any that a process runs as).
-  await new ServerIdentities(TEST_IDENTITY_PREFIX).sweep();
+  // Database identities (OS users) that crashed runs left; this run's get its prefix.
+  await sweepDeadRuns();
+  project.provide('identityPrefix', runIdentityPrefix());
   let url = process.env.PIER_TEST_DATABASE_URL;
   if (!url) {
     dir = await mkdtemp(path.join(os.tmpdir(), 'pier-test-pg-'));
@@ -46,6 +46,7 @@ export async function setup(project: TestProject): Promise<void> {
 }
 
 export async function teardown(): Promise<void> {
+  await sweepRun(runIdentityPrefix());
   await cluster?.stop();
   if (dir) await rm(dir, { recursive: true, force: true });
 }

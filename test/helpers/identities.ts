@@ -1,6 +1,55 @@
 /**
- * The user-name prefix of the database identities that test platforms make. Global setup
- * sweeps users of this prefix that a crashed run left (userdel refuses any user a process
- * still runs as, so a concurrent run's running servers keep theirs).
+ * The database identities (OS users) that test platforms make carry a prefix of their
+ * run: `pt<pid of the run's global setup, base 36>-`. The run removes its own at the end;
+ * the next run removes those of runs whose process is gone (a crash), and never touches
+ * a run still alive, so concurrent runs on one host do not disturb each other.
  */
-export const TEST_IDENTITY_PREFIX = 'piertest-';
+import { readFile } from 'node:fs/promises';
+import { inject } from 'vitest';
+import { ServerIdentities } from '../../src/host/server-identities.js';
+
+declare module 'vitest' {
+  export interface ProvidedContext {
+    identityPrefix: string;
+  }
+}
+
+const RUN_PREFIX = /^pt([0-9a-z]+)-$/;
+
+/** The prefix of this run's identities (for the global setup to provide). */
+export function runIdentityPrefix(pid = process.pid): string {
+  return `pt${pid.toString(36)}-`;
+}
+
+/** The prefix test platforms use, as provided by the global setup. */
+export function testIdentityPrefix(): string {
+  return inject('identityPrefix');
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/** Removes the identities of runs whose process is gone; returns the names removed. */
+export async function sweepDeadRuns(): Promise<string[]> {
+  const names = (await readFile('/etc/passwd', 'utf8')).split('\n').map((l) => l.split(':')[0]!);
+  const prefixes = new Set<string>();
+  for (const name of names) {
+    const prefix = /^pt[0-9a-z]+-/.exec(name)?.[0];
+    const pid = prefix ? parseInt(RUN_PREFIX.exec(prefix)![1]!, 36) : NaN;
+    if (prefix && /^pt[0-9a-z]+-[0-9a-f]{16}$/.test(name) && !alive(pid)) prefixes.add(prefix);
+  }
+  const removed: string[] = [];
+  for (const prefix of prefixes) removed.push(...(await new ServerIdentities(prefix).sweep()));
+  return removed;
+}
+
+/** Removes this run's identities (at its end). */
+export async function sweepRun(prefix: string): Promise<string[]> {
+  return new ServerIdentities(prefix).sweep();
+}

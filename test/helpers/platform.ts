@@ -10,7 +10,7 @@ import { resolveConfig, type ConfigInput } from '../../src/config.js';
 import { startPlatform, type Platform, type PlatformOptions } from '../../src/platform.js';
 import { removeDatabaseNow } from '../../src/services/databases/remove.js';
 import { createTestDatabase, type TestDatabase } from './database.js';
-import { TEST_IDENTITY_PREFIX } from './identities.js';
+import { testIdentityPrefix } from './identities.js';
 
 export interface ApiAnswer<T = any> {
   status: number;
@@ -95,8 +95,8 @@ export async function startTestPlatform(
     dataDir,
     databaseUrl: db.url,
     logLevel: 'silent',
-    // Identities of test databases carry their own prefix: global setup sweeps leftovers.
-    databaseUserPrefix: TEST_IDENTITY_PREFIX,
+    // Identities of test databases carry their run's prefix (helpers/identities.ts).
+    databaseUserPrefix: testIdentityPrefix(),
     ...overrides,
   });
   const platform = await startPlatform(config, {
