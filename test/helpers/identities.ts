@@ -2,10 +2,10 @@
  * The database identities (OS users) that test platforms make carry a prefix of their
  * run: `pt<pid of the run's global setup, base 36>-`. The run removes its own at the end;
  * the next run removes those of runs whose process is gone (a crash), and never touches
- * a run still alive, so concurrent runs on one host do not disturb each other.
+ * a run still alive, so concurrent runs on one host do not disturb each other. (Loaded
+ * by the global setup, so no vitest import here: tests take the prefix with inject.)
  */
 import { readFile } from 'node:fs/promises';
-import { inject } from 'vitest';
 import { ServerIdentities } from '../../src/host/server-identities.js';
 
 declare module 'vitest' {
@@ -19,11 +19,6 @@ const RUN_PREFIX = /^pt([0-9a-z]+)-$/;
 /** The prefix of this run's identities (for the global setup to provide). */
 export function runIdentityPrefix(pid = process.pid): string {
   return `pt${pid.toString(36)}-`;
-}
-
-/** The prefix test platforms use, as provided by the global setup. */
-export function testIdentityPrefix(): string {
-  return inject('identityPrefix');
 }
 
 function alive(pid: number): boolean {

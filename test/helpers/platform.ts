@@ -10,7 +10,7 @@ import { resolveConfig, type ConfigInput } from '../../src/config.js';
 import { startPlatform, type Platform, type PlatformOptions } from '../../src/platform.js';
 import { removeDatabaseNow } from '../../src/services/databases/remove.js';
 import { createTestDatabase, type TestDatabase } from './database.js';
-import { testIdentityPrefix } from './identities.js';
+import { inject } from 'vitest';
 
 export interface ApiAnswer<T = any> {
   status: number;
@@ -81,6 +81,11 @@ async function removeAllDatabases(platform: Platform): Promise<void> {
   for (const r of rows) {
     await removeDatabaseNow(platform.ctx, r.org_id, r.name).catch(() => {});
   }
+}
+
+/** The user-name prefix of this run's database identities (helpers/identities.ts). */
+export function testIdentityPrefix(): string {
+  return inject('identityPrefix');
 }
 
 export async function startTestPlatform(
