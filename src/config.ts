@@ -72,7 +72,10 @@ export const configSchema = z.object({
    */
   databaseUserPrefix: z
     .string()
-    .regex(/^[a-z][a-z0-9-]{0,14}$/, 'must be a lowercase user-name prefix of at most 15 characters')
+    .regex(
+      /^[a-z][a-z0-9-]{0,14}$/,
+      'must be a lowercase user-name prefix of at most 15 characters',
+    )
     .default('pierdb-'),
   /** Log level of pino. */
   logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),

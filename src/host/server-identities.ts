@@ -91,10 +91,12 @@ export class ServerIdentities {
     if (!isRoot()) return [];
     const removed: string[] = [];
     for (const name of await usersWithPrefix(this.prefix)) {
-      if (await removeUser(name).then(
-        () => true,
-        () => false,
-      ))
+      if (
+        await removeUser(name).then(
+          () => true,
+          () => false,
+        )
+      )
         removed.push(name);
     }
     return removed;

@@ -124,7 +124,10 @@ beforeAll(async () => {
 afterAll(async () => {
   await tp?.close();
   // close() deletes every database, which removes identities; this is the backstop.
-  for (const id of made) await localDatabases(tp).identities.remove(id).catch(() => undefined);
+  for (const id of made)
+    await localDatabases(tp)
+      .identities.remove(id)
+      .catch(() => undefined);
 }, 180_000);
 
 describe.skipIf(!asRoot)('separate identities', () => {

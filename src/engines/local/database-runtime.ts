@@ -229,7 +229,10 @@ export class LocalDatabaseRuntime implements DatabaseRuntime {
   ): Promise<void> {
     const engine = this.replicating(kind);
     // One identity for both: the standby connects to the primary's private socket.
-    const env = await this.envFor({ ...standby, owner: standby.owner ?? primary.owner ?? primary.id });
+    const env = await this.envFor({
+      ...standby,
+      owner: standby.owner ?? primary.owner ?? primary.id,
+    });
     await this.withAwake(databaseId, () => engine.createStandby(env, primary, standby));
     // A served database watches its new standby from now on, in its own cgroup.
     const live = this.live.get(databaseId);
@@ -437,9 +440,9 @@ export class LocalDatabaseRuntime implements DatabaseRuntime {
     for (const live of this.live.values()) {
       if (!live.ready || !live.standby || live.power !== 'running') continue;
       if (live.primaryPid && !isAlive(live.primaryPid)) {
-        await this.serialize(live, async () => failover(await this.redundancyDeps(live), live)).catch(
-          (err: unknown) => this.opts.log.error({ err, id: live.id }, 'failover failed'),
-        );
+        await this.serialize(live, async () =>
+          failover(await this.redundancyDeps(live), live),
+        ).catch((err: unknown) => this.opts.log.error({ err, id: live.id }, 'failover failed'));
       } else if (live.standbyPid && !isAlive(live.standbyPid)) {
         await this.serialize(live, async () =>
           loseStandby(await this.redundancyDeps(live), live),
