@@ -9,7 +9,8 @@
 #   - btrfs-progs: the storage pool (subvolumes, snapshots, quotas) for databases and volumes
 #   - bubblewrap: machines' namespaces; busybox-static and docker-registry: the machine
 #     tests build small images and serve them from a real local OCI registry
-#   - the unprivileged `pier` service user that runs the servers pier starts
+#   - the unprivileged `pier` service user that runs the embedded store (each managed
+#     database gets a system user of its own, `pierdb-…`, which pier makes when needed)
 set -euo pipefail
 
 SUDO=""
