@@ -7,6 +7,7 @@
  * even when a protection is missing.
  */
 import { spawnSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { lstat, readdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { sql } from 'kysely';
@@ -162,6 +163,12 @@ describe.skipIf(!asRoot)('separate identities', () => {
       const probe = readAs(a.identity, file);
       expect(probe.ok, `${file} as another database's identity`).toBe(false);
       expect(probe.stderr).toMatch(/Permission denied/);
+    }
+    // Its socket directory (in the volume unless the path is too deep) is its own, 0700.
+    const socketDir = path.join(b.volume, 'run');
+    if (existsSync(socketDir)) {
+      expect((await lstat(socketDir)).uid).toBe(b.identity.uid);
+      expect((await lstat(socketDir)).mode & 0o777).toBe(0o700);
     }
     // Its archive (WAL and base backups) is its own too.
     expect(b.archive).toBeDefined();
