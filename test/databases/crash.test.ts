@@ -9,7 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.js';
-import { request } from '../helpers/platform.js';
+import { request, testIdentityPrefix } from '../helpers/platform.js';
 import { freeLoopbackPort } from '../../src/host/ports.js';
 import { postmastersOf, sleep, waitFor } from './helpers.js';
 
@@ -41,6 +41,8 @@ function serve(): ChildProcess {
         PIER_OPERATOR_TOKEN: operator,
         PIER_JOB_LEASE_MS: '1500',
         PIER_LOG_LEVEL: 'warn',
+        // Its database identities are this run's, removed at the run's end.
+        PIER_DATABASE_USER_PREFIX: testIdentityPrefix(),
       },
       stdio: ['ignore', 'ignore', 'inherit'],
     },
