@@ -10,7 +10,8 @@
 #   - nftables: the walls around machines (between organizations, to the host, egress, NAT)
 #   - runc and tini: machines (OCI runtime, pid 1 of each); busybox-static and docker-registry: the machine
 #     tests build small images and serve them from a real local OCI registry
-#   - the unprivileged `pier` service user that runs the servers pier starts
+#   - the unprivileged `pier` service user that runs the embedded store (each managed
+#     database gets a system user of its own, `pierdb-…`, which pier makes when needed)
 set -euo pipefail
 
 SUDO=""

@@ -13,6 +13,12 @@ export const configSchema = z.object({
   listen: z.string().regex(listenPattern, 'must be HOST:PORT').default('127.0.0.1:8080'),
   /** Everything the platform keeps on disk lives under this directory. */
   dataDir: z.string().min(1).default('./.pier'),
+  /**
+   * Where the servers pier runs as other users keep their files (the embedded store, the
+   * storage pool); absent = the data dir, or /var/lib/pier/servers-<hash> when other users
+   * cannot enter the data dir (host/server-dir.ts).
+   */
+  serverDir: z.string().min(1).optional(),
   /** External PostgreSQL for the platform's own state; absent = embedded cluster in dataDir. */
   databaseUrl: z.string().url().optional(),
   /** Base of every URL the platform hands out; defaults to http://LISTEN. */
@@ -60,6 +66,17 @@ export const configSchema = z.object({
   pgBinDir: z.string().optional(),
   /** Unprivileged OS user that runs embedded servers when pier runs as root. */
   serviceUser: z.string().min(1).default('pier'),
+  /**
+   * Names of the OS users that managed database servers run as, one per database
+   * (host/server-identities.ts): this prefix and a hash of the database id.
+   */
+  databaseUserPrefix: z
+    .string()
+    .regex(
+      /^[a-z][a-z0-9-]{0,14}$/,
+      'must be a lowercase user-name prefix of at most 15 characters',
+    )
+    .default('pierdb-'),
   /** Log level of pino. */
   logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   /** How long a worker's claim on a job lasts without a heartbeat before another may take it. */
@@ -143,6 +160,7 @@ export function resolveConfig(input: ConfigInput): Config {
   return {
     ...c,
     dataDir: path.resolve(c.dataDir),
+    ...(c.serverDir ? { serverDir: path.resolve(c.serverDir) } : {}),
     listenHost,
     listenPort,
     publicUrl: (c.publicUrl ?? `http://${hostForUrl}:${listenPort}`).replace(/\/+$/, ''),
@@ -180,6 +198,7 @@ export function configFromEnv(env: NodeJS.ProcessEnv): ConfigInput {
   return {
     listen: pick('PIER_LISTEN'),
     dataDir: pick('PIER_DATA_DIR'),
+    serverDir: pick('PIER_SERVER_DIR'),
     databaseUrl: pick('PIER_DATABASE_URL'),
     publicUrl: pick('PIER_PUBLIC_URL'),
     operatorToken: pick('PIER_OPERATOR_TOKEN'),
@@ -197,6 +216,7 @@ export function configFromEnv(env: NodeJS.ProcessEnv): ConfigInput {
     sshHostKey: pick('PIER_SSH_HOST_KEY'),
     pgBinDir: pick('PIER_PG_BIN_DIR'),
     serviceUser: pick('PIER_SERVICE_USER'),
+    databaseUserPrefix: pick('PIER_DATABASE_USER_PREFIX'),
     logLevel: pick('PIER_LOG_LEVEL') as ConfigInput['logLevel'],
     jobLeaseMs: num('PIER_JOB_LEASE_MS'),
     livenessIntervalMs: num('PIER_MACHINE_LIVENESS_MS'),

@@ -46,6 +46,7 @@ import { openStore, type Store } from './store/db.js';
 import { startEmbeddedCluster, type EmbeddedCluster } from './store/embedded.js';
 import { migrate } from './store/migrate.js';
 import { lockDataDir, type DataDirLock } from './host/data-dir-lock.js';
+import { resolveServerDir } from './host/server-dir.js';
 import { loadOperatorToken } from './host/operator-token.js';
 import { OutboundGuard } from './host/outbound-guard.js';
 
@@ -94,11 +95,18 @@ export async function startPlatform(config: Config, opts: PlatformOptions = {}):
     await chmod(config.dataDir, 0o711);
     const lock: DataDirLock = await lockDataDir(config.dataDir);
     undo.push(() => lock.release());
+    const serverDir = await resolveServerDir(config.dataDir, config.serverDir);
+    if (serverDir !== config.dataDir) {
+      logger.info(
+        { dataDir: config.dataDir, serverDir },
+        'other users cannot enter the data dir: the store and the storage pool live in the server dir',
+      );
+    }
 
     let url = config.databaseUrl;
     if (!url) {
       const cluster: EmbeddedCluster = await startEmbeddedCluster({
-        dir: path.join(config.dataDir, 'store'),
+        dir: path.join(serverDir, 'store'),
         serviceUser: config.serviceUser,
         binDir: config.pgBinDir,
       });
@@ -122,7 +130,7 @@ export async function startPlatform(config: Config, opts: PlatformOptions = {}):
       region: config.region,
     });
     const pool = new PoolHandle(
-      config.dataDir,
+      serverDir,
       logger,
       config.storagePool === 'auto' ? undefined : config.storagePool,
       Math.round(config.storagePoolGb * 1024 ** 3),

@@ -17,6 +17,12 @@ export interface InstanceSpec {
   /** Pool volume holding the server's data; the engine lays out what it needs inside. */
   volume: string;
   /**
+   * Whose identity the server runs as: its database's id. A primary and its standby share
+   * it (one database's data, one archive, a replication socket between them); a branch or
+   * fork is another database, so another identity. Absent: the instance's own id.
+   */
+  owner?: string;
+  /**
    * TCP port on 127.0.0.1 the server itself listens on. Clients never use it: they reach
    * the database through the platform's front on the public `port`, which pipes bytes here.
    */
@@ -49,8 +55,14 @@ export interface ArchiveRef {
 /** What every engine call may use: the pool, who runs servers, TLS material, paths. */
 export interface EngineEnv {
   pool: StoragePool;
-  /** Unprivileged user that runs the servers (never root). */
+  /**
+   * Unprivileged user that runs the servers this call concerns (never root): the local
+   * runtime passes the identity of the instance's database, so files a call makes or
+   * copies belong to it, and a copy from another database is handed over to it.
+   */
   user: ServiceUser;
+  /** Who builds and owns templates (postgres); absent: `user`. Never a database's own. */
+  templateUser?: ServiceUser;
   /** Directory for engine-wide state outside the pool (templates' locks, scratch). */
   stateDir: string;
   /** PEM files of the server certificate (signed by the platform CA) and its key. */

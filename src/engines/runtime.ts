@@ -169,6 +169,13 @@ export interface DatabaseRuntime {
   /** Stops serving a database: closes its front (its servers are left to `destroy`). */
   forget(databaseId: string): Promise<void>;
 
+  /**
+   * Removes the OS identity a deleted database's servers ran as, once they are destroyed;
+   * `archiveIds` are the archives it wrote (those still kept are taken from it first).
+   * Idempotent.
+   */
+  releaseIdentity(databaseId: string, archiveIds: string[]): Promise<void>;
+
   /** The platform CA's certificate (PEM) that signs the servers' TLS certificates. */
   caCertificate(): Promise<string>;
 

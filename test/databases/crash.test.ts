@@ -9,7 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.js';
-import { request } from '../helpers/platform.js';
+import { request, testIdentityPrefix } from '../helpers/platform.js';
 import { freeLoopbackPort } from '../../src/host/ports.js';
 import { postmastersOf, sleep, waitFor } from './helpers.js';
 
@@ -43,6 +43,8 @@ function serve(): ChildProcess {
         PIER_LOG_LEVEL: 'warn',
         // Any free port for the services listener: other piers run beside this one.
         PIER_SERVICES_PORT: '0',
+        // Its database identities are this run's, removed at the run's end.
+        PIER_DATABASE_USER_PREFIX: testIdentityPrefix(),
       },
       stdio: ['ignore', 'ignore', 'inherit'],
     },

@@ -9,6 +9,7 @@ import path from 'node:path';
 import pg from 'pg';
 import type { TestProject } from 'vitest/node';
 import { startEmbeddedCluster, type EmbeddedCluster } from '../../src/store/embedded.js';
+import { runIdentityPrefix, sweepDeadRuns, sweepRun } from './identities.js';
 
 declare module 'vitest' {
   export interface ProvidedContext {
@@ -20,6 +21,9 @@ let cluster: EmbeddedCluster | undefined;
 let dir: string | undefined;
 
 export async function setup(project: TestProject): Promise<void> {
+  // Database identities (OS users) that crashed runs left; this run's get its prefix.
+  await sweepDeadRuns();
+  project.provide('identityPrefix', runIdentityPrefix());
   let url = process.env.PIER_TEST_DATABASE_URL;
   if (!url) {
     dir = await mkdtemp(path.join(os.tmpdir(), 'pier-test-pg-'));
@@ -42,6 +46,7 @@ export async function setup(project: TestProject): Promise<void> {
 }
 
 export async function teardown(): Promise<void> {
+  await sweepRun(runIdentityPrefix());
   await cluster?.stop();
   if (dir) await rm(dir, { recursive: true, force: true });
 }

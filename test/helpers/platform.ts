@@ -10,6 +10,7 @@ import { resolveConfig, type ConfigInput } from '../../src/config.js';
 import { startPlatform, type Platform, type PlatformOptions } from '../../src/platform.js';
 import { removeDatabaseNow } from '../../src/services/databases/remove.js';
 import { createTestDatabase, type TestDatabase } from './database.js';
+import { inject } from 'vitest';
 
 export interface ApiAnswer<T = any> {
   status: number;
@@ -82,6 +83,11 @@ async function removeAllDatabases(platform: Platform): Promise<void> {
   }
 }
 
+/** The user-name prefix of this run's database identities (helpers/identities.ts). */
+export function testIdentityPrefix(): string {
+  return inject('identityPrefix');
+}
+
 export async function startTestPlatform(
   overrides: ConfigInput = {},
   opts: PlatformOptions = {},
@@ -99,6 +105,8 @@ export async function startTestPlatform(
     dataDir,
     databaseUrl: db.url,
     logLevel: 'silent',
+    // Identities of test databases carry their run's prefix (helpers/identities.ts).
+    databaseUserPrefix: testIdentityPrefix(),
     ...overrides,
   });
   const platform = await startPlatform(config, {

@@ -1,64 +1,14 @@
-import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { chmod, mkdtemp, readFile, rm, stat } from 'node:fs/promises';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { request } from '../helpers/platform.js';
+import { freePort, healthy, startServe, type Served } from '../helpers/serve.js';
 
 // `pier serve` as people run it: a real process, the embedded store in its data dir.
-interface Served {
-  child: ChildProcess;
-  output: () => string;
-  exited: Promise<number | null>;
-}
-
-async function freePort(): Promise<number> {
-  const srv = net.createServer();
-  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
-  const port = (srv.address() as net.AddressInfo).port;
-  await new Promise((r) => srv.close(r));
-  return port;
-}
-
 function serve(dataDir: string, port: number, extraEnv: Record<string, string> = {}): Served {
-  const child = spawn(
-    process.execPath,
-    [
-      '--import',
-      'tsx',
-      'src/cli/entry.ts',
-      'serve',
-      '--listen',
-      `127.0.0.1:${port}`,
-      '--data-dir',
-      dataDir,
-    ],
-    {
-      // Any free services port: test files (and other pier processes) run side by side.
-      env: { ...process.env, PIER_SERVICES_PORT: '0', ...extraEnv },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    },
-  );
-  let out = '';
-  child.stdout!.on('data', (d) => (out += d));
-  child.stderr!.on('data', (d) => (out += d));
-  const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
-  return { child, output: () => out, exited };
-}
-
-async function healthy(base: string, ms = 60_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (Date.now() < end) {
-    try {
-      if ((await fetch(`${base}/healthz`)).ok) return;
-    } catch {
-      // not listening yet
-    }
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error('pier serve did not become healthy');
+  return startServe(['--listen', `127.0.0.1:${port}`, '--data-dir', dataDir], { env: extraEnv });
 }
 
 let root: string;

@@ -15,7 +15,8 @@ import type { Logger } from 'pino';
 import type { Config } from '../../config.js';
 import { platformCa } from '../../crypto/ca.js';
 import type { PoolHandle } from '../../storage/pool-handle.js';
-import { resolveServiceUser } from '../../host/service-user.js';
+import { ServerIdentities } from '../../host/server-identities.js';
+import { handOverTree } from '../../host/tree-owner.js';
 import {
   EngineError,
   type ArchiveRef,
@@ -66,6 +67,8 @@ export class LocalDatabaseRuntime implements DatabaseRuntime {
   private readonly engines: Record<DatabaseKind, DatabaseEngine>;
   private readonly range: PortRange;
   private envPromise: Promise<EngineEnv> | undefined;
+  /** One OS user per database (docs/architecture.md, "Identities"). */
+  readonly identities: ServerIdentities;
   private cgroups: Promise<CgroupSet | undefined> | undefined;
   private freezerKnown: CgroupSet | undefined | null = null;
   private timers: NodeJS.Timeout[] = [];
@@ -74,6 +77,7 @@ export class LocalDatabaseRuntime implements DatabaseRuntime {
   constructor(private readonly opts: LocalDatabaseRuntimeOptions) {
     this.engines = { postgres: new PostgresEngine(), redis: new RedisEngine() };
     this.range = parsePortRange(opts.config.databasePorts);
+    this.identities = new ServerIdentities(opts.config.databaseUserPrefix);
   }
 
   private engine(kind: DatabaseKind): DatabaseEngine {
@@ -88,17 +92,22 @@ export class LocalDatabaseRuntime implements DatabaseRuntime {
     return engine as ReplicatingEngine;
   }
 
-  /** What engines need, made on first use: the pool, the service user, TLS files. */
+  /**
+   * What engines need, made on first use: the pool, TLS files, and as `user` the identity
+   * of templates, which calls about no one database (archives, destroys) run with. Calls
+   * about an instance take {@link envFor} instead.
+   */
   env(): Promise<EngineEnv> {
     this.envPromise ??= (async () => {
       const { config, log } = this.opts;
       const { pool } = await this.opts.pool.get();
-      const user = await resolveServiceUser(config.serviceUser);
+      const user = await this.identities.of(TEMPLATES_IDENTITY);
       // Names the public host and the services host, which machines dial.
       const tls = await platformCa(config);
       return {
         pool,
         user,
+        templateUser: user,
         stateDir: path.join(config.dataDir, 'engines'),
         tls: { certFile: tls.certFile, keyFile: tls.keyFile, caFile: tls.caFile },
         log,
@@ -108,6 +117,26 @@ export class LocalDatabaseRuntime implements DatabaseRuntime {
       throw err;
     });
     return this.envPromise;
+  }
+
+  /** The env of calls about `inst`: its server runs as its database's own identity. */
+  async envFor(inst: InstanceSpec): Promise<EngineEnv> {
+    const env = await this.env();
+    return { ...env, user: await this.identities.of(inst.owner ?? inst.id) };
+  }
+
+  /**
+   * Removes the identity of a deleted database, after its servers are destroyed. Archives
+   * it wrote that are still kept (a copy reads them) go to root first, so a later identity
+   * that gets the same uid cannot read them.
+   */
+  async releaseIdentity(databaseId: string, archiveIds: string[]): Promise<void> {
+    const env = await this.env();
+    for (const id of archiveIds) {
+      const info = await env.pool.info(id);
+      if (info) await handOverTree(info.path, { uid: 0, gid: 0 });
+    }
+    await this.identities.remove(databaseId);
   }
 
   /** The cgroup freezer, when this host has one (root, cgroup v1 or v2); found once. */
@@ -189,7 +218,7 @@ export class LocalDatabaseRuntime implements DatabaseRuntime {
   }
 
   async create(kind: DatabaseKind, primary: InstanceSpec, opts: { locale?: string }) {
-    await this.engine(kind).provision(await this.env(), primary, opts);
+    await this.engine(kind).provision(await this.envFor(primary), primary, opts);
   }
 
   async createStandby(
@@ -199,7 +228,11 @@ export class LocalDatabaseRuntime implements DatabaseRuntime {
     standby: InstanceSpec,
   ): Promise<void> {
     const engine = this.replicating(kind);
-    const env = await this.env();
+    // One identity for both: the standby connects to the primary's private socket.
+    const env = await this.envFor({
+      ...standby,
+      owner: standby.owner ?? primary.owner ?? primary.id,
+    });
     await this.withAwake(databaseId, () => engine.createStandby(env, primary, standby));
     // A served database watches its new standby from now on, in its own cgroup.
     const live = this.live.get(databaseId);
@@ -209,12 +242,12 @@ export class LocalDatabaseRuntime implements DatabaseRuntime {
   }
 
   async branch(sourceId: string, kind: DatabaseKind, source: InstanceSpec, target: InstanceSpec) {
-    const env = await this.env();
+    const env = await this.envFor(target);
     await this.withAwake(sourceId, () => this.engine(kind).branch(env, source, target));
   }
 
   async restore(kind: DatabaseKind, archive: ArchiveRef, asOf: Date, target: InstanceSpec) {
-    await this.engine(kind).restore(await this.env(), archive, asOf, target);
+    await this.engine(kind).restore(await this.envFor(target), archive, asOf, target);
   }
 
   async archiveRange(kind: DatabaseKind, archive: ArchiveRef) {
@@ -227,12 +260,12 @@ export class LocalDatabaseRuntime implements DatabaseRuntime {
   }
 
   async flushArchive(databaseId: string, kind: DatabaseKind, inst: InstanceSpec) {
-    const env = await this.env();
+    const env = await this.envFor(inst);
     await this.withAwake(databaseId, () => this.engine(kind).flushArchive(env, inst));
   }
 
   async baseBackup(databaseId: string, kind: DatabaseKind, inst: InstanceSpec) {
-    const env = await this.env();
+    const env = await this.envFor(inst);
     await this.withAwake(databaseId, () => this.engine(kind).baseBackup(env, inst));
   }
 
@@ -242,10 +275,10 @@ export class LocalDatabaseRuntime implements DatabaseRuntime {
     instances: InstanceSpec[],
     power: Power,
   ): Promise<Power> {
-    const env = await this.env();
     const engine = this.engine(kind);
     let now = power;
     for (const inst of instances) {
+      const env = await this.envFor(inst);
       if ((await engine.pid(env, inst)) === undefined && power !== 'stopped') {
         // The host restarted under it: start it again, awake.
         await engine.start(env, inst);
@@ -278,10 +311,10 @@ export class LocalDatabaseRuntime implements DatabaseRuntime {
     return this.live.get(databaseId);
   }
 
-  private async redundancyDeps(): Promise<RedundancyDeps> {
+  private async redundancyDeps(live: LiveDatabase): Promise<RedundancyDeps> {
     return {
       engine: this.replicating('postgres'),
-      env: await this.env(),
+      env: live.primary ? await this.envFor(live.primary) : await this.env(),
       log: this.opts.log,
       adopt: (live, inst) => this.adopt(live, inst),
       dropCgroup: (id) => this.dropCgroup(id),
@@ -318,17 +351,16 @@ export class LocalDatabaseRuntime implements DatabaseRuntime {
     if (live.power === 'running') return Promise.resolve();
     return this.serialize(live, async () => {
       if (live.power === 'running' || !live.primary) return;
-      const env = await this.env();
       const engine = this.engine(live.kind);
       if (live.power === 'suspended') {
         const cg = await this.freezer();
         if (cg) await cg.thaw(live.primary.id);
         if (live.standby && cg) await cg.thaw(live.standby.id);
       } else {
-        await engine.start(env, live.primary);
+        await engine.start(await this.envFor(live.primary), live.primary);
         await this.adopt(live, live.primary);
         if (live.standby) {
-          await engine.start(env, live.standby);
+          await engine.start(await this.envFor(live.standby), live.standby);
           await this.adopt(live, live.standby);
         }
       }
@@ -408,12 +440,12 @@ export class LocalDatabaseRuntime implements DatabaseRuntime {
     for (const live of this.live.values()) {
       if (!live.ready || !live.standby || live.power !== 'running') continue;
       if (live.primaryPid && !isAlive(live.primaryPid)) {
-        await this.serialize(live, async () => failover(await this.redundancyDeps(), live)).catch(
-          (err: unknown) => this.opts.log.error({ err, id: live.id }, 'failover failed'),
-        );
+        await this.serialize(live, async () =>
+          failover(await this.redundancyDeps(live), live),
+        ).catch((err: unknown) => this.opts.log.error({ err, id: live.id }, 'failover failed'));
       } else if (live.standbyPid && !isAlive(live.standbyPid)) {
         await this.serialize(live, async () =>
-          loseStandby(await this.redundancyDeps(), live),
+          loseStandby(await this.redundancyDeps(live), live),
         ).catch((err: unknown) =>
           this.opts.log.error({ err, id: live.id }, 'standby loss not handled'),
         );
@@ -477,6 +509,9 @@ export class LocalDatabaseRuntime implements DatabaseRuntime {
     this.live.clear();
   }
 }
+
+/** The identity key of templates (no database id looks like it). */
+const TEMPLATES_IDENTITY = 'templates';
 
 /** A minimal spec for destroying an instance whose row may be gone. */
 function specForDestroy(ref: InstanceRef): InstanceSpec {

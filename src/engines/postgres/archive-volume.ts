@@ -6,6 +6,7 @@
  */
 import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
+import { handOverIfForeign } from '../../host/tree-owner.js';
 import type { ArchiveRef, EngineEnv } from '../engine.js';
 import { EngineError } from '../engine.js';
 import { ownDir } from './files.js';
@@ -50,6 +51,8 @@ export async function ensureArchive(env: EngineEnv, archive: ArchiveRef): Promis
       throw err;
     });
   }
+  // An archive of an older pier (one user for every server) becomes its writer's.
+  await handOverIfForeign(info.path, env.user);
   const paths = archivePaths(info.path);
   for (const dir of [paths.wal, paths.base]) {
     await mkdir(dir, { recursive: true, mode: 0o700 });

@@ -40,11 +40,17 @@ export async function basebackup(
   layout: Layout,
   port: number,
   dir: string,
+  opts: { asRoot?: boolean } = {},
 ): Promise<void> {
-  await run(env, path.join(binDir, 'pg_basebackup'), [
-    ...['-D', dir, '-X', 'stream', '-c', 'fast', '--no-password'],
-    ...['-h', layout.socketDir, '-p', String(port), '-U', SUPERUSER],
-  ]);
+  await run(
+    env,
+    path.join(binDir, 'pg_basebackup'),
+    [
+      ...['-D', dir, '-X', 'stream', '-c', 'fast', '--no-password'],
+      ...['-h', layout.socketDir, '-p', String(port), '-U', SUPERUSER],
+    ],
+    opts,
+  );
 }
 
 /** Takes a base backup of `inst` into its archive; leftovers of interrupted ones go first. */
@@ -231,6 +237,12 @@ export async function range(env: EngineEnv, archive: ArchiveRef): Promise<Archiv
 /** A WAL file of the archive: a segment, a promoted standby's `.partial`, a backup's `.backup`. */
 const WAL_FILE = /^[0-9A-F]{8}([0-9A-F]{16})(\.partial|\.[0-9A-F]{8}\.backup)?$/;
 
+/** Whether `entry` of a WAL directory is a WAL file older than `segment` (24 hex digits). */
+export function isWalBefore(entry: string, segment: string): boolean {
+  const m = WAL_FILE.exec(entry);
+  return !!m && m[1]! < segment.slice(8);
+}
+
 /** The WAL segment a base backup starts in, from the `backup_label` pg_basebackup wrote. */
 export async function startSegment(
   archive: ArchivePaths,
@@ -267,11 +279,9 @@ export async function prune(env: EngineEnv, archive: ArchiveRef, before: Date): 
     env.log.warn({ archive: archive.id, base: kept.label }, 'base has no backup_label: WAL kept');
     return;
   }
-  const keepFrom = walStart.slice(8);
   let removed = 0;
   for (const entry of await readdir(paths.wal).catch(() => [] as string[])) {
-    const m = WAL_FILE.exec(entry);
-    if (!m || m[1]! >= keepFrom) continue;
+    if (!isWalBefore(entry, walStart)) continue;
     await rm(path.join(paths.wal, entry), { force: true });
     removed++;
   }

@@ -5,6 +5,7 @@
  * running server is not consistent (files are copied at different moments), so there the
  * copy is a base backup streamed from the running source; a stopped source is copied.
  */
+import { handOverTree } from '../../host/tree-owner.js';
 import type { EngineEnv, InstanceSpec } from '../engine.js';
 import { basebackup } from './archive.js';
 import { binariesFor } from './binaries.js';
@@ -45,6 +46,8 @@ export async function branchInstance(
       const copy = await env.pool.snapshot(source.volume, target.volume, {
         quotaBytes: quotaOf(target),
       });
+      // The source's files become the branch's identity's; its server cannot read the source's.
+      await handOverTree(copy.path, env.user);
       // The source's log is not the branch's history.
       await writeOwned(env.user, layoutOf(copy.path).logFile, '');
       await persistCopy(env, layoutOf(copy.path), binDir);
@@ -52,7 +55,9 @@ export async function branchInstance(
       const bins = await binariesFor(src.pgdata, binDir);
       const port = (await readPidFile(src.pgdata))?.port ?? source.internalPort;
       await buildVolume(env, target, async (layout) => {
-        await basebackup(env, bins.dir, src, port, layout.pgdata);
+        // As root: the branch's identity cannot reach the source's socket. Handed over after.
+        await basebackup(env, bins.dir, src, port, layout.pgdata, { asRoot: true });
+        await handOverTree(layout.pgdata, env.user);
         await writeOwned(env.user, layout.logFile, '');
       });
     }

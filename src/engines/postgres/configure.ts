@@ -18,7 +18,13 @@ import { renderHba, renderSettings, type SettingsInput } from './settings.js';
 export type Role =
   | { kind: 'primary'; syncStandby?: string }
   | { kind: 'standby'; upstream: { socketDir: string; port: number }; minConnections?: number }
-  | { kind: 'recovering'; archiveId: string; targetTime?: string };
+  | {
+      kind: 'recovering';
+      archiveId: string;
+      targetTime?: string;
+      /** The server's own copy of the archive's WAL (replay-wal.ts), read instead of it. */
+      walDir?: string;
+    };
 
 const INCLUDE = "include = 'pier.conf'";
 /** Ids name the server in cluster_name, application_name and synchronous_standby_names. */
@@ -59,7 +65,9 @@ export async function configure(
   await ensurePrivateDir(env, layout.socketDir);
   const archive = inst.archive ? await ensureArchive(env, inst.archive) : undefined;
   let restoreFrom: string | undefined;
-  if (role.kind === 'recovering') {
+  if (role.kind === 'recovering' && role.walDir) {
+    restoreFrom = role.walDir;
+  } else if (role.kind === 'recovering') {
     const source = await findArchive(env, { id: role.archiveId });
     if (!source) throw new EngineError('failed', `the archive ${role.archiveId} does not exist`);
     restoreFrom = source.wal;

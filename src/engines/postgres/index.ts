@@ -21,6 +21,7 @@ import { expectedLayout, layoutOf, removeOutsideSocketDir } from './layout.js';
 import { livePostmaster } from './postmaster.js';
 import { halt } from './process.js';
 import { provisionInstance } from './provision.js';
+import { dropReplayWal } from './replay-wal.js';
 import { restoreArchive } from './restore.js';
 import { createStandby, detachStandby, promoteStandby } from './standby.js';
 import { Templates } from './template.js';
@@ -120,6 +121,7 @@ export class PostgresEngine implements ReplicatingEngine {
     return this.guard([inst.volume], async () => {
       await discardVolume(env, inst.volume);
       await removeOutsideSocketDir(expectedLayout(env, inst.volume));
+      await dropReplayWal(env, inst); // a restore a crash interrupted, never rerun
     });
   }
 

@@ -5,6 +5,7 @@
  */
 import { access, readdir, rm } from 'node:fs/promises';
 import path from 'node:path';
+import { handOverIfForeign } from '../../host/tree-owner.js';
 import type { EngineEnv, InstanceSpec } from '../engine.js';
 import { EngineError } from '../engine.js';
 import { binariesFor, type PgBinaries } from './binaries.js';
@@ -110,6 +111,9 @@ export async function bringUp(
 ): Promise<PgBinaries> {
   const bins = await binariesFor(layout.pgdata, opts.binDir);
   if (!(await livePostmaster(layout.pgdata))) {
+    // A copy a crash interrupted before its hand-over, or a volume of an older pier whose
+    // servers all ran as one user: the server must own its files, and only it.
+    await handOverIfForeign(layout.root, env.user);
     await clearSockets(layout);
     await configure(env, bins, inst, layout, role);
   }

@@ -2,6 +2,7 @@
  * A new database: a snapshot of the template for its locale (instant on btrfs, a copy of
  * a few tens of MB on a directory pool), configured, started, and given its password.
  */
+import { handOverTree } from '../../host/tree-owner.js';
 import type { EngineEnv, InstanceSpec } from '../engine.js';
 import { bringUpPrimary, persistCopy, quotaOf } from './instance.js';
 import { layoutOf } from './layout.js';
@@ -22,6 +23,8 @@ export async function provisionInstance(
   if (!volume) {
     const template = await templates.ensure(env, normalized);
     volume = await env.pool.snapshot(template, inst.volume, { quotaBytes: quotaOf(inst) });
+    // The template's files become this database's identity's (bringUp redoes it after a crash).
+    await handOverTree(volume.path, env.user);
     await persistCopy(env, layoutOf(volume.path), binDir);
   }
   await bringUpPrimary(env, inst, layoutOf(volume.path), { binDir });

@@ -15,6 +15,8 @@ import { copyTree } from './exec.js';
 import { bringUp, bringUpPrimary, buildVolume, isComplete } from './instance.js';
 import { layoutOf, type Layout } from './layout.js';
 import { launch } from './process.js';
+import { copyReplayWal, dropReplayWal } from './replay-wal.js';
+import { handOverTree } from '../../host/tree-owner.js';
 
 /** How long replay may take before the restore gives up (it can be long on a big archive). */
 const REPLAY_TIMEOUT_MS = 6 * 3_600_000;
@@ -61,14 +63,21 @@ export async function restoreArchive(
     const base = (await listBases(paths)).filter((b) => new Date(b.consistentAt) <= asOf).pop();
     if (!base)
       throw new EngineError('as-of-out-of-range', `No base backup precedes ${asOf.toISOString()}.`);
-    await buildVolume(env, target, async (layout) => {
-      await copyTree(env, path.join(paths.base, base.label), layout.pgdata);
-      await rm(path.join(layout.pgdata, 'backup_manifest'), { force: true });
-      await replay(env, target, layout, archive, asOf, binDir);
-      // Promoted: from here on it is a primary (the settings apply from its next start).
-      const bins = await binariesFor(layout.pgdata, binDir);
-      await configure(env, bins, target, layout, { kind: 'primary' });
-    });
+    try {
+      await buildVolume(env, target, async (layout) => {
+        await copyTree(env, path.join(paths.base, base.label), layout.pgdata);
+        // The base is the source's identity's; the restored server is the target's.
+        await handOverTree(layout.pgdata, env.user);
+        await rm(path.join(layout.pgdata, 'backup_manifest'), { force: true });
+        const walDir = await copyReplayWal(env, target, paths, base);
+        await replay(env, target, layout, { archiveId: archive.id, walDir }, asOf, binDir);
+        // Promoted: from here on it is a primary (the settings apply from its next start).
+        const bins = await binariesFor(layout.pgdata, binDir);
+        await configure(env, bins, target, layout, { kind: 'primary' });
+      });
+    } finally {
+      await dropReplayWal(env, target);
+    }
   }
   const layout = layoutOf((await env.pool.info(target.volume))!.path);
   await bringUpPrimary(env, target, layout, { role: { kind: 'primary' }, binDir });
@@ -83,12 +92,12 @@ async function replay(
   env: EngineEnv,
   target: InstanceSpec,
   layout: Layout,
-  archive: ArchiveRef,
+  from: { archiveId: string; walDir: string },
   asOf: Date,
   binDir?: string,
 ): Promise<void> {
   const bins = await binariesFor(layout.pgdata, binDir);
-  const role: Role = { kind: 'recovering', archiveId: archive.id, targetTime: asOf.toISOString() };
+  const role: Role = { kind: 'recovering', ...from, targetTime: asOf.toISOString() };
   await configure(env, bins, target, layout, role);
   try {
     await launch(env, bins, layout, { timeoutMs: REPLAY_TIMEOUT_MS });
@@ -99,7 +108,7 @@ async function replay(
       env,
       target,
       layout,
-      { kind: 'recovering', archiveId: archive.id },
+      { kind: 'recovering', ...from },
       {
         binDir,
         timeoutMs: REPLAY_TIMEOUT_MS,

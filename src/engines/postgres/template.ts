@@ -80,12 +80,15 @@ export class Templates {
 }
 
 async function buildTemplate(
-  env: EngineEnv,
+  callerEnv: EngineEnv,
   bins: PgBinaries,
   name: string,
   known: KnownLocales,
   locale?: string,
 ): Promise<void> {
+  // Never a database's identity: every database to come is a copy of this volume, and a
+  // server that could write it would reach into all of them.
+  const env = { ...callerEnv, user: callerEnv.templateUser ?? callerEnv.user };
   const temp = `${name}-build`;
   await discardVolume(env, temp);
   const started = Date.now();

@@ -13,6 +13,7 @@
  */
 import { mkdir } from 'node:fs/promises';
 import type { EngineEnv, InstanceSpec } from '../engine.js';
+import { ownerUid } from '../../host/tree-owner.js';
 import { copyAof } from './aof.js';
 import type { RedisBinaries } from './binaries.js';
 import { freshRdb, withAdmin } from './control.js';
@@ -41,12 +42,13 @@ export async function copyForBranch(
   const dst = await vols.create(env, target);
   await mkdir(dst.dataDir, { mode: 0o700 });
   // The source's files are the server's to change: read without following links, and
-  // only files of its own user.
+  // only files of its own user (the source's identity, not the branch's).
+  const sourceUid = await ownerUid(src.dataDir);
   if (aof) {
-    await copyAof(src.aofDir, dst.aofDir, env.user.uid);
+    await copyAof(src.aofDir, dst.aofDir, sourceUid);
   } else {
     await withAdmin(src, freshRdb);
-    await copyRegularFile(src.rdb, dst.rdb, env.user.uid);
+    await copyRegularFile(src.rdb, dst.rdb, sourceUid);
   }
   return dst;
 }

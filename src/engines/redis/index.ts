@@ -17,6 +17,7 @@ import type {
   EngineEnv,
   InstanceSpec,
 } from '../engine.js';
+import { ownerUid } from '../../host/tree-owner.js';
 import { EngineError } from '../engine.js';
 import { copyAof, truncateAof } from './aof.js';
 import { checkRestorable, cutSecond, rangeOf } from './archive.js';
@@ -140,7 +141,7 @@ export class RedisEngine implements DatabaseEngine {
         paths = await this.vols.create(env, target);
         await mkdir(paths.dataDir, { mode: 0o700 });
         // Root's copy in a closed volume: redis-check-aof may run on it as root.
-        if (!(await copyAof(src.aofDir, paths.aofDir, env.user.uid))) {
+        if (!(await copyAof(src.aofDir, paths.aofDir, await ownerUid(src.dataDir)))) {
           throw new EngineError(
             'unsupported',
             `archive ${archive.id} lost its AOF during the fork`,

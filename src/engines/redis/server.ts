@@ -3,6 +3,7 @@
  * idempotent: start finds a running server and only waits for it to answer; stop finds a
  * stopped one and only clears its leftovers.
  */
+import { handOverIfForeign } from '../../host/tree-owner.js';
 import type { EngineEnv, InstanceSpec } from '../engine.js';
 import type { RedisBinaries } from './binaries.js';
 import { waitReady, withAdmin } from './control.js';
@@ -24,6 +25,8 @@ export async function startServer(
 ): Promise<void> {
   const running = await runningPid(paths, bins);
   if (running !== undefined) return waitReady(paths, running);
+  // Data of an older pier (one user for every server) becomes this identity's alone.
+  await handOverIfForeign(paths.dataDir, env.user);
   await writeLayout(env, inst, paths);
   await removePidFile(paths);
   const started = Date.now();

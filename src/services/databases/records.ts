@@ -135,6 +135,7 @@ export async function instanceSpec(
   }
   return {
     id: inst.id,
+    owner: row.id,
     volume: inst.volume,
     internalPort: inst.internal_port,
     memoryMb: row.memory_mb,

@@ -77,4 +77,5 @@ export async function destroyDatabaseRuntime(
   await ctx.databases.forget(p.databaseId);
   await destroyInstances(ctx, p.instances);
   for (const id of p.archives) await destroyArchiveIfUnused(ctx, id);
+  await ctx.databases.releaseIdentity(p.databaseId, p.archives);
 }

@@ -38,6 +38,7 @@ async function archiveRef(ctx: DatabaseContext, id: string): Promise<ArchiveRef>
 function nextSpec(ctx: DatabaseContext, row: DatabaseRow, p: RestorePayload): InstanceSpec {
   return {
     id: p.next.id,
+    owner: row.id,
     volume: p.next.volume,
     internalPort: p.next.internalPort,
     memoryMb: row.memory_mb,
