@@ -4,7 +4,7 @@
  * layer's directories, the overlay root, the netns on the bridge, the cgroup with its
  * limits; then the sandbox spec, with the process worked out from the image and the spec.
  */
-import { chown, lstat, mkdir } from 'node:fs/promises';
+import { chmod, chown, lstat, mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import type { CgroupSet } from '../../host/cgroups/cgroup.js';
 import type { StoragePool } from '../../storage/pool/pool.js';
@@ -100,6 +100,9 @@ export async function prepareMachine(
   });
   const cwd = machineCwd(config);
   await ensureDirInRoot(paths.root, cwd);
+  // World-writable with the sticky bit, as an image's own /tmp is; some images lack one.
+  const tmp = await ensureDirInRoot(paths.root, '/tmp');
+  if (tmp !== undefined) await chmod(tmp, 0o1777);
   const sandbox: SandboxSpec = {
     id: record.id,
     rootfs: paths.root,
@@ -129,16 +132,18 @@ export async function prepareMachine(
  * Creates `dir` (inside the machine) when missing, as Docker does for a WorkingDir. The
  * path is resolved as the machine sees it first, so no image symlink leads the mkdir out
  * of the root; the machine is not running, so nothing can swap a component meanwhile.
+ * Returns the host path it made, or undefined when the directory was there.
  */
-async function ensureDirInRoot(root: string, dir: string): Promise<void> {
+async function ensureDirInRoot(root: string, dir: string): Promise<string | undefined> {
   const host = path.join(root, await resolveInRoot(root, dir));
   const st = await lstat(host).catch(() => undefined);
-  if (st) return;
+  if (st) return undefined;
   const first = await mkdir(host, { recursive: true, mode: 0o755 });
   // Root's inside the machine, as Docker makes a WorkingDir: each directory made here.
   for (let d = host; first !== undefined && d.length >= first.length; d = path.dirname(d)) {
     await chown(d, hostId(0), hostId(0));
   }
+  return host;
 }
 
 /**

@@ -91,7 +91,12 @@ export const READONLY_PATHS = [
 
 const IDS = [{ containerID: 0, hostID: GUEST_ID_BASE, size: GUEST_ID_COUNT }];
 
-/** The standard file systems of a Linux container, then /tmp, the init and the spec's binds. */
+/**
+ * The standard file systems of a Linux container, then the init and the spec's binds.
+ * No tmpfs on /tmp: a file system mounted inside the machine belongs to its user
+ * namespace, where host root is nobody and cannot create files (EOVERFLOW), which the
+ * files API must do; /tmp is the writable layer's, as in Docker (prepare.ts makes it).
+ */
 function mounts(spec: SandboxSpec, initBinary: string): Mount[] {
   const std: Mount[] = [
     { destination: '/proc', type: 'proc', source: 'proc', options: ['nosuid', 'noexec', 'nodev'] },
@@ -124,13 +129,6 @@ function mounts(spec: SandboxSpec, initBinary: string): Mount[] {
       type: 'sysfs',
       source: 'sysfs',
       options: ['nosuid', 'noexec', 'nodev', 'ro'],
-    },
-    // World-writable with the sticky bit, as an image's own /tmp would be.
-    {
-      destination: '/tmp',
-      type: 'tmpfs',
-      source: 'tmpfs',
-      options: ['nosuid', 'nodev', 'mode=1777'],
     },
     {
       destination: INIT_PATH,

@@ -59,6 +59,7 @@ export async function makeImageRoot(dir: string): Promise<string> {
   for (const d of ['bin', 'etc', 'proc', 'dev', 'tmp', 'root', 'home/app', 'srv', 'var/www']) {
     await mkdir(path.join(dir, d), { recursive: true, mode: 0o755 });
   }
+  await chmod(path.join(dir, 'tmp'), 0o1777);
   await copyFile(BUSYBOX, path.join(dir, 'bin/busybox'));
   await chmod(path.join(dir, 'bin/busybox'), 0o755);
   const applets = execFileSync(BUSYBOX, ['--list'], { encoding: 'utf8' }).split('\n');
