@@ -153,7 +153,12 @@ export function components(p: string): string[] {
 export async function resolveParent(
   root: FileHandle,
   target: string,
-  opts: { followLast?: boolean; createDirs?: boolean } = {},
+  opts: {
+    followLast?: boolean;
+    createDirs?: boolean;
+    /** Host uid and gid of the directories `createDirs` makes (default: the process's). */
+    owner?: { uid: number; gid: number };
+  } = {},
 ): Promise<{ parent: FileHandle; name: string | undefined }> {
   const stack: FileHandle[] = [root];
   const top = () => stack[stack.length - 1]!;
@@ -193,15 +198,22 @@ export async function resolveParent(
         await release(parent);
         return { parent: parent === root ? await reopen(root) : parent, name: part };
       }
+      let made = false;
       if (!st) {
         if (!opts.createDirs) throw new PathError('ENOENT', `${target}: no such file or directory`);
-        await mkdir(at(top(), part), { mode: 0o755 }).catch((err: NodeJS.ErrnoException) => {
-          if (err.code !== 'EEXIST') throw err;
-        });
+        made = await mkdir(at(top(), part), { mode: 0o755 }).then(
+          () => true,
+          (err: NodeJS.ErrnoException) => {
+            if (err.code !== 'EEXIST') throw err;
+            return false;
+          },
+        );
       } else if (!st.isDirectory()) {
         throw new PathError('ENOTDIR', `${target}: a component is not a directory`);
       }
       stack.push(await openDir(at(top(), part), target));
+      // Through the handle just opened, so what was made is what is chowned.
+      if (made && opts.owner) await top().chown(opts.owner.uid, opts.owner.gid);
       // Checked before anything is looked up, made (a mkdir in cgroupfs makes a cgroup) or
       // opened in it.
       await refusePseudo(top(), target);

@@ -105,6 +105,11 @@ describe('writing', () => {
     await files.write('/new/dir/file', bytes('two'), { ...owner, mode: 0o600, cap: 100 });
     expect(await readFile(path.join(root, 'new/dir/file'), 'utf8')).toBe('two');
     expect((await stat(path.join(root, 'new/dir/file'))).mode & 0o777).toBe(0o600);
+    // Owned, with the directories made for it, by machine root: host uid 200000.
+    for (const p of ['new', 'new/dir', 'new/dir/file']) {
+      const st = await stat(path.join(root, p));
+      expect([st.uid, st.gid]).toEqual([200_000, 200_000]);
+    }
   });
 
   it('replaces a symlink in the file’s place instead of writing through it', async () => {

@@ -99,9 +99,11 @@ export class GuestFiles {
     data: AsyncIterable<Buffer>,
     opts: { mode: number; uid: number; gid: number; cap: number },
   ): Promise<number> {
+    const owner = { uid: hostId(opts.uid), gid: hostId(opts.gid) };
     const { parent, name } = await resolveParent(this.root, path, {
       createDirs: true,
       followLast: false,
+      owner,
     });
     const temp = `.pier-upload-${process.pid}-${Date.now().toString(36)}`;
     try {
@@ -125,7 +127,7 @@ export class GuestFiles {
           await file.write(chunk);
         }
         await file.chmod(opts.mode);
-        await file.chown(hostId(opts.uid), hostId(opts.gid));
+        await file.chown(owner.uid, owner.gid);
         await file.sync();
       } finally {
         await file.close();
