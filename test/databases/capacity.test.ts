@@ -2,6 +2,7 @@
  * No capacity: a host whose database ports are all taken, or whose storage pool is full,
  * answers 503 no-capacity and makes nothing (no row, no name, no volume).
  */
+import { execFileSync } from 'node:child_process';
 import net from 'node:net';
 import { afterAll, describe, expect, it } from 'vitest';
 import { btrfsSkipReason } from '../../src/storage/pool/btrfs-env.test-helper.js';
@@ -49,6 +50,9 @@ describe('no capacity', () => {
       ca,
       'CREATE TABLE big AS SELECT g, repeat(md5(g::text), 32) AS pad FROM generate_series(1, 300000) g',
     ).catch(() => undefined); // the server may well fail on the full disk itself
+    // btrfs counts space at its transaction commit (every 30 s, or a sync): on a loaded
+    // host the pool could still report room here without it.
+    execFileSync('sync');
     const before = await poolVolumes(tp);
     const res = await tp.request('POST', '/v1/resources', {
       token: org.token,
