@@ -14,7 +14,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { createReadStream } from 'node:fs';
-import { mkdir, mkdtemp, open, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, mkdtemp, open, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
@@ -280,6 +280,9 @@ export async function openMachineBench(label: string): Promise<MachinePier> {
     const entry = await pierEntry();
     const workDir = await mkdtemp(path.join(os.tmpdir(), `pier-bench-${label}-`));
     cleanup.push(() => rm(workDir, { recursive: true, force: true }));
+    // The service user passes through to the data dir: otherwise pier puts its servers in
+    // /var/lib/pier/servers-<hash> (PIER_SERVER_DIR), which this cleanup would not remove.
+    await chmod(workDir, 0o711);
     const dataDir = path.join(workDir, 'data');
     await mkdir(dataDir, { mode: 0o711 });
 
