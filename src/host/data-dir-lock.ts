@@ -7,7 +7,8 @@ import path from 'node:path';
 
 export class DataDirLockedError extends Error {}
 
-function alive(pid: number): boolean {
+/** Whether process `pid` exists (EPERM: it does, as another user's). */
+export function alive(pid: number): boolean {
   try {
     process.kill(pid, 0);
     return true;

@@ -22,6 +22,7 @@
  */
 import { sql } from 'kysely';
 import { ApiError } from '../errors/api-error.js';
+import type { ErrorCode } from '../errors/catalogue.js';
 import type { Executor, Tx } from '../store/db.js';
 
 /** What a request would add to the organization. */
@@ -109,6 +110,50 @@ export async function lockOrg(tx: Tx, orgId: string): Promise<void> {
   await tx.selectFrom('orgs').select('id').where('id', '=', orgId).forNoKeyUpdate().execute();
 }
 
+/** One operator limit: its column, what a request adds, how to count, how to refuse. */
+interface OrgLimit {
+  column: 'limit_databases' | 'limit_machines' | 'limit_memory_mb' | 'limit_storage_gb';
+  adds: 'databases' | 'machines' | 'memoryMb' | 'storageGb';
+  code: ErrorCode;
+  current(ex: Executor, orgId: string, add: OrgAddition): Promise<number>;
+  message(current: number, limit: number, adding: number): string;
+}
+
+const LIMITS: readonly OrgLimit[] = [
+  {
+    column: 'limit_databases',
+    adds: 'databases',
+    code: 'org-limit-databases',
+    current: (ex, orgId) => countDatabases(ex, orgId),
+    message: (current, limit) =>
+      `The organization has ${plural(current, 'database', 'databases')}, as many as allowed (${limit}).`,
+  },
+  {
+    column: 'limit_machines',
+    adds: 'machines',
+    code: 'org-limit-machines',
+    current: (ex, orgId, add) => countMachines(ex, orgId, add.replacing),
+    message: (current, limit) =>
+      `The organization has ${plural(current, 'machine', 'machines')}, as many as allowed (${limit}).`,
+  },
+  {
+    column: 'limit_memory_mb',
+    adds: 'memoryMb',
+    code: 'org-limit-memory',
+    current: (ex, orgId, add) => memoryInUse(ex, orgId, add.replacing),
+    message: (current, limit, adding) =>
+      `The organization's machines and databases hold ${current} MB of memory of the ${limit} MB allowed; this request would add ${adding} MB.`,
+  },
+  {
+    column: 'limit_storage_gb',
+    adds: 'storageGb',
+    code: 'org-limit-storage',
+    current: (ex, orgId) => storageInUse(ex, orgId),
+    message: (current, limit, adding) =>
+      `The organization's volumes and databases reserve ${current} GB of storage of the ${limit} GB allowed; this request would add ${adding} GB.`,
+  },
+];
+
 /**
  * Refuses with 403 (`org-limit-databases`, `-machines`, `-memory`, `-storage`, with `limit`
  * and `current`) when adding `add` would take the organization past one of its limits.
@@ -130,48 +175,13 @@ export async function assertOrgRoom(
   if (opts.lock !== false) q = q.forNoKeyUpdate();
   const org = await q.executeTakeFirstOrThrow();
 
-  const databases = add.databases ?? 0;
-  if (org.limit_databases !== null && databases > 0) {
-    const current = await countDatabases(ex, orgId);
-    if (current + databases > org.limit_databases) {
-      throw new ApiError(
-        'org-limit-databases',
-        `The organization has ${plural(current, 'database', 'databases')}, as many as allowed (${org.limit_databases}).`,
-        { limit: org.limit_databases, current },
-      );
-    }
-  }
-  const machines = add.machines ?? 0;
-  if (org.limit_machines !== null && machines > 0) {
-    const current = await countMachines(ex, orgId, add.replacing);
-    if (current + machines > org.limit_machines) {
-      throw new ApiError(
-        'org-limit-machines',
-        `The organization has ${plural(current, 'machine', 'machines')}, as many as allowed (${org.limit_machines}).`,
-        { limit: org.limit_machines, current },
-      );
-    }
-  }
-  const memoryMb = add.memoryMb ?? 0;
-  if (org.limit_memory_mb !== null && memoryMb > 0) {
-    const current = await memoryInUse(ex, orgId, add.replacing);
-    if (current + memoryMb > org.limit_memory_mb) {
-      throw new ApiError(
-        'org-limit-memory',
-        `The organization's machines and databases hold ${current} MB of memory of the ${org.limit_memory_mb} MB allowed; this request would add ${memoryMb} MB.`,
-        { limit: org.limit_memory_mb, current },
-      );
-    }
-  }
-  const storageGb = add.storageGb ?? 0;
-  if (org.limit_storage_gb !== null && storageGb > 0) {
-    const current = await storageInUse(ex, orgId);
-    if (current + storageGb > org.limit_storage_gb) {
-      throw new ApiError(
-        'org-limit-storage',
-        `The organization's volumes and databases reserve ${current} GB of storage of the ${org.limit_storage_gb} GB allowed; this request would add ${storageGb} GB.`,
-        { limit: org.limit_storage_gb, current },
-      );
+  for (const l of LIMITS) {
+    const limit = org[l.column];
+    const adding = add[l.adds] ?? 0;
+    if (limit === null || adding <= 0) continue;
+    const current = await l.current(ex, orgId, add);
+    if (current + adding > limit) {
+      throw new ApiError(l.code, l.message(current, limit, adding), { limit, current });
     }
   }
 }

@@ -6,6 +6,7 @@
  * by the global setup, so no vitest import here: tests take the prefix with inject.)
  */
 import { readFile } from 'node:fs/promises';
+import { alive } from '../../src/host/data-dir-lock.js';
 import { ServerIdentities } from '../../src/host/server-identities.js';
 
 declare module 'vitest' {
@@ -19,15 +20,6 @@ const RUN_PREFIX = /^pt([0-9a-z]+)-$/;
 /** The prefix of this run's identities (for the global setup to provide). */
 export function runIdentityPrefix(pid = process.pid): string {
   return `pt${pid.toString(36)}-`;
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
 }
 
 /** Removes the identities of runs whose process is gone; returns the names removed. */

@@ -1,4 +1,7 @@
 import type { FastifyInstance } from 'fastify';
+import { readFile } from 'node:fs/promises';
+import https from 'node:https';
+import path from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { principalOf } from '../../src/http/plugins/auth.js';
@@ -166,6 +169,64 @@ describe('agent tokens', () => {
       body: { bucket },
     });
     expect(detached.status, JSON.stringify(detached.body)).toBe(200);
+  });
+
+  it('judges keys and agent tokens the same on the services listener machines use', async () => {
+    // Machines reach the API through the TLS services listener (PIER_SERVICES_PORT), not the
+    // public listener: the same hooks must judge every request that arrives there.
+    const ca = await readFile(path.join(tp.dataDir, 'ca.crt'), 'utf8');
+    const { servicesHost, servicesPort } = tp.platform.ctx.config;
+    const viaServices = (method: string, p: string, token?: string, body?: unknown) =>
+      new Promise<{ status: number; body: any }>((resolve, reject) => {
+        const data = body === undefined ? undefined : JSON.stringify(body);
+        const req = https.request(
+          {
+            host: servicesHost,
+            port: servicesPort,
+            method,
+            path: p,
+            ca,
+            headers: {
+              ...(token ? { authorization: `Bearer ${token}` } : {}),
+              ...(data ? { 'content-type': 'application/json' } : {}),
+            },
+          },
+          (res) => {
+            let text = '';
+            res.on('data', (c: Buffer) => (text += c));
+            res.on('end', () => resolve({ status: res.statusCode ?? 0, body: JSON.parse(text) }));
+          },
+        );
+        req.on('error', reject);
+        req.end(data);
+      });
+    expect((await viaServices('GET', '/v1/apps')).body.code).toBe('unauthenticated');
+    const reader = await tp.request('POST', '/v1/tokens', {
+      token: org.token,
+      body: { name: 'reader', scopes: ['read'] },
+    });
+    expect((await viaServices('GET', '/v1/apps/agent-web', reader.body.token)).status).toBe(200);
+    const write = await viaServices('POST', '/v1/apps', reader.body.token, { name: 'via-svc' });
+    expect([write.status, write.body.code]).toEqual([403, 'token-scope']);
+    const limited = await agentToken({ class: 'sandbox', apps: ['agent-web'] });
+    expect((await viaServices('GET', '/v1/apps/agent-web', limited.token)).status).toBe(200);
+    const other = await viaServices('GET', '/v1/apps/agent-other', limited.token);
+    expect([other.status, other.body.code]).toEqual([403, 'agent-token-app-scope']);
+    const attach = await viaServices('POST', '/v1/apps/agent-web/attach', limited.token, {
+      bucket: 'agent-attach-bkt',
+    });
+    expect([attach.status, attach.body.code]).toEqual([403, 'agent-token-app-scope']);
+    const audit = await tp.request('GET', `/v1/agent-actions?token=${limited.id}&limit=10`, {
+      token: org.token,
+    });
+    expect(audit.body.map((e: { verdict: string }) => e.verdict)).toEqual([
+      'refused',
+      'refused',
+      'allowed',
+    ]);
+    await tp.request('DELETE', `/v1/tokens/${reader.body.id}`, { token: org.token });
+    const revoked = await viaServices('GET', '/v1/apps/agent-web', reader.body.token);
+    expect([revoked.status, revoked.body.code]).toEqual([401, 'unauthenticated']);
   });
 
   it('refuses routes unknown to the agent rules, and the organization header', async () => {
