@@ -204,6 +204,7 @@ export async function startPlatform(config: Config, opts: PlatformOptions = {}):
       }),
     };
     late.ctx = ctx;
+    undo.push(async () => ctx.machines?.close?.());
     const app = await buildApp({
       config,
       ctx,

@@ -193,4 +193,9 @@ export interface MachineRuntime {
   deleteCheckpoint(id: string, key: string): Promise<void>;
   /** Whether checkpoints with memory can be taken on this host, and if not, why. */
   memoryCheckpoints(): Promise<{ supported: boolean; reason: string }>;
+  /**
+   * Stops what the runtime serves beside its machines (their resolver, timers); the
+   * machines themselves keep running, as they do across a restart of pier.
+   */
+  close?(): Promise<void>;
 }

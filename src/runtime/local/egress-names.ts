@@ -52,6 +52,17 @@ export class EgressNames {
     return new Map([...this.wanted].map((n) => [n, this.entries.get(n)?.addresses ?? []]));
   }
 
+  /**
+   * What the last lookup of `name` gave and for how many more seconds it holds (at least
+   * 1), or undefined for a name not kept: the machines' resolver answers with this, so a
+   * machine resolves an allowed name to exactly the addresses its walls let through.
+   */
+  current(name: string): { addresses: string[]; ttlS: number } | undefined {
+    const e = this.entries.get(name);
+    if (!e) return undefined;
+    return { addresses: e.addresses, ttlS: Math.max(1, Math.ceil((e.dueAt - Date.now()) / 1000)) };
+  }
+
   /** Looks `name` up; whether its addresses changed. */
   private async refresh(name: string): Promise<boolean> {
     const min = this.opts.minRefreshMs ?? 5000;

@@ -5,7 +5,8 @@
  * console log. All state that matters is on disk (records.ts, the sandbox's records,
  * the volume), so a new LocalRuntime after a restart of pier carries on (`recover`).
  */
-import { rmdir } from 'node:fs/promises';
+import { getServers as dnsServers } from 'node:dns';
+import { mkdir, rmdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { CgroupLimits, CgroupSet } from '../../host/cgroups/cgroup.js';
 import type { StoragePool } from '../../storage/pool/pool.js';
@@ -40,6 +41,7 @@ import { stopSignal } from './process.js';
 import { assertMachineId, MachineRecords, type MachineRecord } from './records.js';
 import { imageRoot, machineLimits, pullImage, volumeName, writableLayer } from './resources.js';
 import { MachineWalls, type WallsOptions } from './walls.js';
+import { MachineDns } from './machine-dns.js';
 
 export { volumeName } from './resources.js';
 
@@ -80,6 +82,8 @@ export class LocalRuntime implements MachineRuntime {
   private readonly checkpoints: MachineCheckpoints;
   private readonly walls: MachineWalls;
   private bridge: Promise<void> | undefined;
+  /** The machines' resolver and the resolv.conf naming it, once the bridge stands. */
+  private dns: { server: MachineDns; resolvConf: string } | undefined;
 
   constructor(private readonly opts: LocalRuntimeOptions) {
     this.dir = path.join(path.resolve(opts.dataDir), 'machines');
@@ -320,10 +324,17 @@ export class LocalRuntime implements MachineRuntime {
       halt: (r) => this.halt(r),
     };
     // The walls hold the machine's record before its network exists: it is never on the
-    // bridge without them.
+    // bridge without them. The resolver is known only once the bridge stands.
     return this.ensureBridge()
       .then(() => this.walls.sync())
-      .then(() => bootMachine(ctx, spec, record, signal));
+      .then(() =>
+        bootMachine(
+          { ...ctx, ...(this.dns ? { resolvConfFile: this.dns.resolvConf } : {}) },
+          spec,
+          record,
+          signal,
+        ),
+      );
   }
 
   /** Stops the process (signal, then SIGKILL) and unmounts the root; the volume stays. */
@@ -361,6 +372,7 @@ export class LocalRuntime implements MachineRuntime {
   private ensureBridge(): Promise<void> {
     this.bridge ??= (async () => {
       await this.network.ensureBridge();
+      await this.startDns();
       const swept = await sweepWalls();
       if (swept.length) this.opts.log.info({ bridges: swept }, 'walls of removed bridges swept');
       await this.walls.sync();
@@ -369,6 +381,42 @@ export class LocalRuntime implements MachineRuntime {
       throw err;
     });
     return this.bridge;
+  }
+
+  /**
+   * Starts the machines' resolver on the gateway (machine-dns.ts) and writes the
+   * resolv.conf every machine gets. When port 53 of the gateway is taken (another DNS
+   * server on all addresses), machines go without a resolver, as before it existed, and
+   * the walls keep port 53 closed to them.
+   */
+  private async startDns(): Promise<void> {
+    if (this.dns) return;
+    const gateway = this.network.gateway;
+    try {
+      const server = await MachineDns.start({
+        host: gateway,
+        upstream: this.opts.walls?.dnsServers ?? dnsServers(),
+        policyOf: (ip) => this.walls.dnsPolicy(ip),
+        log: this.opts.log,
+      });
+      const resolvConf = path.join(this.dir, '.run', 'resolv.conf');
+      await mkdir(path.dirname(resolvConf), { recursive: true });
+      await writeFile(resolvConf, `nameserver ${gateway}\n`, { mode: 0o644 });
+      this.dns = { server, resolvConf };
+      this.walls.useResolver(gateway);
+    } catch (err) {
+      this.opts.log.warn(
+        { gateway, err: (err as Error).message },
+        'machines get no resolver: port 53 of the gateway is taken',
+      );
+    }
+  }
+
+  /** Stops the machines' resolver and the refresh of allowed names; machines keep running. */
+  async close(): Promise<void> {
+    this.walls.close();
+    await this.dns?.server.close();
+    this.dns = undefined;
   }
 
   /** Removes the machine's cgroup, waiting briefly for exited processes to be reaped. */

@@ -53,6 +53,8 @@ export interface PrepareContext {
   logMaxBytes: number;
   /** The host's copy of the platform CA certificate, bound into every machine. */
   platformCaFile?: string;
+  /** The resolv.conf naming the machines' resolver (machine-dns.ts), when it runs. */
+  resolvConfFile?: string;
 }
 
 const failed = (message: string) => new MachineStartError('create-failed', message);
@@ -88,6 +90,9 @@ export async function prepareMachine(
     mounts.push({ source: info.path, target: v.mountPath, readOnly: false });
   }
   if (ctx.platformCaFile) mounts.push(platformCaMount(ctx.platformCaFile));
+  if (ctx.resolvConfFile) {
+    mounts.push({ source: ctx.resolvConfFile, target: '/etc/resolv.conf', readOnly: true });
+  }
   const config: ImageConfig = record.image.config;
   const argv = machineArgv(spec, config);
   if (argv.length === 0) {

@@ -143,6 +143,7 @@ export async function makeRuntimeBed(
     },
     async cleanup() {
       for (const id of ids) await runtime.destroy(id).catch(() => {});
+      await runtime.close();
       await new Network(options.network).removeBridge().catch(() => {});
       for (const d of cgroups.dirs()) await rmdir(d).catch(() => {});
       await registry.stop();

@@ -100,6 +100,7 @@ describe.skipIf(unavailable)(
       dns = await startTestDns();
       internet = await makeInternet();
       dns.records.set('svc.pier.test', [internet.at(2)]);
+      dns.records.set('other.pier.test', [internet.at(5)]);
       bed = await makeRuntimeBed('nw', await freeMachineCidr(230), {
         // The stand-in internet is in a private range, as it must be on a test host.
         walls: { allowPrivate: true, dnsServers: [dns.server], minRefreshMs: 200 },
@@ -113,7 +114,7 @@ describe.skipIf(unavailable)(
       [front, frontPort] = await listen('front\n');
       const image = await bed.push('walls', {
         layers: [
-          busyboxLayer([...DEFAULT_APPLETS, 'nc']),
+          busyboxLayer([...DEFAULT_APPLETS, 'nc', 'nslookup']),
           [{ path: 'www/index.html', content: 'walls-page\n' }],
         ],
         config: { Cmd: ['/bin/httpd', '-f', '-p', '3000', '-h', '/www'] },
@@ -216,6 +217,27 @@ describe.skipIf(unavailable)(
       expect(byName.body).toBe(`seen ${internet.host} on ${internet.at(2)}`);
       expect(byCidr.body).toBe(`seen ${internet.host} on ${internet.at(4)}`);
       expect(other.stdout).toBe('');
+    });
+
+    it('resolves names inside machines by their egress: all, only allowed ones, none', async () => {
+      const lookup = (name: string, host: string) => inside(name, ['/bin/nslookup', host]);
+      const [open, allowed, notAllowed, denied, config] = await Promise.all([
+        lookup('a1', 'other.pier.test'),
+        lookup('allow', 'svc.pier.test'),
+        lookup('allow', 'other.pier.test'),
+        lookup('deny', 'svc.pier.test'),
+        inside('a1', ['/bin/cat', '/etc/resolv.conf']),
+      ]);
+      const gateway = gatewayOf(bed.options.network.cidr);
+      expect(config.stdout).toBe(`nameserver ${gateway}\n`);
+      // An open machine gets the host's resolvers' answer, passed through.
+      expect(open.stdout).toContain(`Address: ${internet.at(5)}`);
+      // An allowlisted name answers with the address its walls let through.
+      expect(allowed.stdout).toContain(`Address: ${internet.at(2)}`);
+      expect(notAllowed.stdout + notAllowed.stderr).toMatch(/REFUSED/);
+      expect(notAllowed.stdout).not.toContain(internet.at(5));
+      expect(denied.stdout + denied.stderr).toMatch(/REFUSED/);
+      expect(denied.stdout).not.toContain(internet.at(2));
     });
 
     it('follows an allowed name to its new address', async () => {

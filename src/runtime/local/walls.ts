@@ -8,6 +8,7 @@
 import { REFUSED_V4_RANGES } from '../../host/outbound-guard.js';
 import { applyWalls, type WallsMachine } from '../sandbox/index.js';
 import { EgressNames } from './egress-names.js';
+import type { DnsPolicy } from './machine-dns.js';
 import type { MachineRecord, MachineRecords } from './records.js';
 
 /** Options of {@link MachineWalls}, as the runtime's owner sets them. */
@@ -24,6 +25,9 @@ export interface WallsOptions {
 export class MachineWalls {
   private tail: Promise<void> = Promise.resolve();
   private readonly names: EgressNames;
+  /** Each machine's egress by address, as of the last rewrite (for the machines' resolver). */
+  private egressByIp = new Map<string, MachineRecord['network']>();
+  private resolver: string | undefined;
 
   constructor(
     private readonly net: { bridge: string; cidr: string },
@@ -50,6 +54,30 @@ export class MachineWalls {
     return next;
   }
 
+  /** The machines' resolver listens at `ip` (the gateway): port 53 opens there at next sync. */
+  useResolver(ip: string): void {
+    this.resolver = ip;
+  }
+
+  /**
+   * How the resolver answers the machine at `ip` (machine-dns.ts): by the egress the walls
+   * hold for it, names answering with the addresses the walls allow. Undefined for an
+   * address no machine has.
+   */
+  dnsPolicy(ip: string): DnsPolicy | undefined {
+    if (!this.egressByIp.has(ip)) return undefined;
+    const egress = this.egressByIp.get(ip)?.egress;
+    if (egress === undefined) return { mode: 'open' };
+    if (egress.mode === 'deny-all') return { mode: 'deny-all' };
+    const names = new Map<string, { addresses: string[]; ttlS: number }>();
+    for (const d of egress.domains) {
+      const name = d.toLowerCase().replace(/\.$/, '');
+      const current = this.names.current(d);
+      if (current) names.set(name, current);
+    }
+    return { mode: 'allowlist', names };
+  }
+
   /** Stops refreshing allowed names. */
   close(): void {
     this.names.close();
@@ -61,9 +89,11 @@ export class MachineWalls {
       r.network?.egress?.mode === 'allowlist' ? r.network.egress.domains : [],
     );
     const resolved = await this.names.addresses(domains);
+    this.egressByIp = new Map(records.map((r) => [r.ip, r.network]));
     await applyWalls({
       ...this.net,
       allowPrivate: this.opts.allowPrivate ?? false,
+      ...(this.resolver ? { resolver: this.resolver } : {}),
       refusedRanges: REFUSED_V4_RANGES,
       machines: records.map((r) => wallsMachine(r, resolved)),
     });

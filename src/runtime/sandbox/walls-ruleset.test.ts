@@ -69,6 +69,15 @@ describe('walls ruleset', () => {
     expect(() => wallsRuleset(plan({ bridge: 'x" accept' }))).toThrow(/invalid interface/);
   });
 
+  it('opens port 53 of the resolver’s address only when the runtime runs one', () => {
+    const rule = 'ip daddr 10.77.0.1 meta l4proto { udp, tcp } th dport 53 accept';
+    expect(wallsRuleset(plan({ resolver: '10.77.0.1' }))).toContain(rule);
+    expect(wallsRuleset(plan())).not.toContain('dport 53');
+    expect(() => wallsRuleset(plan({ resolver: '10.77.0.1; flush ruleset' }))).toThrow(
+      /invalid IPv4/,
+    );
+  });
+
   it('parses allowlist entries as IPv4 networks', () => {
     expect(ipv4Network('1.2.3.4')).toBe('1.2.3.4/32');
     expect(ipv4Network('1.2.3.4/8')).toBe('1.0.0.0/8');
@@ -78,7 +87,7 @@ describe('walls ruleset', () => {
   });
 
   it.skipIf(!canCheck)('is accepted by nftables, empty or full', async () => {
-    await run(['nft', '-c', '-f', '-'], 10_000, wallsRuleset(plan()));
+    await run(['nft', '-c', '-f', '-'], 10_000, wallsRuleset(plan({ resolver: '10.77.0.1' })));
     await run(['nft', '-c', '-f', '-'], 10_000, wallsRuleset(plan({ machines: [] })));
   });
 });

@@ -52,6 +52,8 @@ export interface WallsPlan {
   /** The ranges machines never reach unless `allowPrivate` (outbound-guard's list). */
   refusedRanges: readonly string[];
   machines: WallsMachine[];
+  /** The machines' resolver (machine-dns.ts) on this address: every machine may ask it. */
+  resolver?: string;
 }
 
 /** The name of both tables of `bridge`; `pier_` marks them as ours for the sweep. */
@@ -125,6 +127,9 @@ export function wallsRuleset(plan: WallsPlan): string {
   const hostAccess = machines.flatMap((m) =>
     [...new Set(m.hostPorts)].map((p) => `${m.ip} . ${port(p)}`),
   );
+  const resolver = plan.resolver
+    ? `    ip daddr ${addr(plan.resolver)} meta l4proto { udp, tcp } th dport 53 accept\n`
+    : '';
   const refused = plan.allowPrivate ? [] : plan.refusedRanges.map((r) => ipv4Network(r) ?? r);
 
   return `table bridge ${table} {}
@@ -164,7 +169,7 @@ ${allowSets.join('\n')}
   chain from_machines {
     ct state established,related accept
     ip saddr . tcp dport @host_access accept
-    drop
+${resolver}    drop
   }
   chain forward {
     type filter hook forward priority 0; policy accept;
