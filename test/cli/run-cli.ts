@@ -1,16 +1,17 @@
 /**
- * Runs the real `pier` binary (from source, through tsx) as a child process, the way a
- * person would, with an environment built from scratch so the developer's own pier
- * settings can never leak into a test.
+ * Runs the real `pier` binary (this run's sources, transpiled once by the global setup:
+ * helpers/cli-build.ts) as a child process, the way a person would, with an environment
+ * built from scratch so the developer's own pier settings can never leak into a test.
  */
 import { type ChildProcess, execFile } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import type { ConfigInput } from '../../src/config.js';
+import { inject } from 'vitest';
 import { startTestPlatform, type TestOrg, type TestPlatform } from '../helpers/platform.js';
 
-export const ENTRY = ['--import', 'tsx', 'src/cli/entry.ts'];
+export const ENTRY = [inject('cliEntry')];
 
 export interface CliResult {
   code: number | null;

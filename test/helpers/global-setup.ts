@@ -9,21 +9,27 @@ import path from 'node:path';
 import pg from 'pg';
 import type { TestProject } from 'vitest/node';
 import { startEmbeddedCluster, type EmbeddedCluster } from '../../src/store/embedded.js';
+import { buildCli } from './cli-build.js';
 import { runIdentityPrefix, sweepDeadRuns, sweepRun } from './identities.js';
 
 declare module 'vitest' {
   export interface ProvidedContext {
     adminDatabaseUrl: string;
+    /** The run's transpiled CLI entry (cli-build.ts). */
+    cliEntry: string;
   }
 }
 
 let cluster: EmbeddedCluster | undefined;
 let dir: string | undefined;
+/** This run's own: runs at once on one host must not overwrite each other's. */
+const cliDir = path.resolve('.test-results', `cli-${process.pid}`);
 
 export async function setup(project: TestProject): Promise<void> {
   // Database identities (OS users) that crashed runs left; this run's get its prefix.
   await sweepDeadRuns();
   project.provide('identityPrefix', runIdentityPrefix());
+  project.provide('cliEntry', await buildCli(cliDir));
   let url = process.env.PIER_TEST_DATABASE_URL;
   if (!url) {
     dir = await mkdtemp(path.join(os.tmpdir(), 'pier-test-pg-'));
@@ -47,6 +53,7 @@ export async function setup(project: TestProject): Promise<void> {
 
 export async function teardown(): Promise<void> {
   await sweepRun(runIdentityPrefix());
+  await rm(cliDir, { recursive: true, force: true });
   await cluster?.stop();
   if (dir) await rm(dir, { recursive: true, force: true });
 }
