@@ -1,12 +1,17 @@
 /**
  * Redis databases through the API with a real client (ioredis over TLS, the platform
  * CA): create with its URL, the ACL user, persistence, branch, fork to a moment from the
- * timestamped AOF, the refusals that make sense, attach as REDIS_URL, and delete.
+ * timestamped AOF, its pruning to the point-in-time window, the refusals that make sense,
+ * attach as REDIS_URL, and delete.
  */
+import { readdir } from 'node:fs/promises';
+import path from 'node:path';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { enqueue } from '../../src/jobs/queue.js';
+import { pruneHistory } from '../../src/services/databases/archives.js';
 import { startTestPlatform, type TestOrg, type TestPlatform } from '../helpers/platform.js';
-import { createDatabase, platformCa, settled, sleep, waitFor } from './helpers.js';
+import { createDatabase, platformCa, settled, sleep, storagePool, waitFor } from './helpers.js';
 
 let tp: TestPlatform;
 let org: TestOrg;
@@ -108,6 +113,92 @@ describe('redis', () => {
     expect(await f.get('late-only')).toBeNull();
     expect(await f.get('greeting')).toBe('hello');
   });
+
+  it('prunes its AOF to the window: forks inside it are right, older moments get 422 and the oldest', async () => {
+    const db = tp.platform.store.db;
+    const row = await db
+      .selectFrom('databases')
+      .selectAll()
+      .where('name', '=', 'cache')
+      .where('org_id', '=', org.id)
+      .executeTakeFirstOrThrow();
+    const primary = await db
+      .selectFrom('database_instances')
+      .selectAll()
+      .where('database_id', '=', row.id)
+      .where('role', '=', 'primary')
+      .executeTakeFirstOrThrow();
+    const volume = (await (await storagePool(tp)).info(primary.volume))!.path;
+    const generations = () => readdir(path.join(volume, 'aof-history')).catch(() => []);
+    /** Runs the daily base-backup job now: for Redis a new base, then pruning. */
+    const baseBackup = async () => {
+      const id = await enqueue(
+        db,
+        tp.platform.ctx.jobs,
+        'databases.base-backup',
+        { databaseId: row.id },
+        { dedupeKey: `${row.id}@test-${Date.now()}` },
+      );
+      await waitFor(async () => {
+        const job = await db
+          .selectFrom('jobs')
+          .select('state')
+          .where('id', '=', id!)
+          .executeTakeFirst();
+        return job?.state === 'done';
+      }, 'the base-backup job');
+    };
+
+    const c = await connect(cache.url);
+    await c.set('era', 'old');
+    await pastSecond();
+    const asOfOld = new Date().toISOString();
+    await pastSecond();
+    await baseBackup();
+    const rotated = Date.now();
+    await sleep(1000);
+    await c.set('era', 'mid');
+    await pastSecond();
+    const asOfMid = new Date().toISOString();
+    await pastSecond();
+    await c.set('era', 'new');
+    await baseBackup();
+    const before = await generations();
+    expect(before.length).toBeGreaterThanOrEqual(2);
+
+    // A window starting just after the first rotation: older generations go.
+    const config = tp.platform.ctx.config;
+    const saved = config.pitrWindowDays;
+    config.pitrWindowDays = (Date.now() - rotated - 100) / 86_400_000;
+    try {
+      await pruneHistory(tp.platform.ctx, row.id);
+      expect((await generations()).length).toBeLessThan(before.length);
+
+      const old = await req('POST', '/v1/resources/cache/fork', {
+        name: 'cache-old',
+        asOf: asOfOld,
+      });
+      expect(old.status, JSON.stringify(old.body)).toBe(422);
+      expect(old.body.error).toMatch(/kept for/);
+      const oldest = Date.parse(old.body.oldest);
+      expect(oldest).toBeGreaterThan(Date.parse(asOfOld));
+      expect(oldest).toBeLessThanOrEqual(Date.parse(asOfMid));
+
+      const mid = await req('POST', '/v1/resources/cache/fork', {
+        name: 'cache-mid',
+        asOf: asOfMid,
+      });
+      expect(mid.status, JSON.stringify(mid.body)).toBe(202);
+    } finally {
+      config.pitrWindowDays = saved;
+    }
+    expect((await req('GET', '/v1/resources/cache-old')).status).toBe(404);
+    const done = await settled(tp, org, 'cache-mid');
+    expect(done.state, done.stateReason).toBe('ready');
+    const f = await connect((await req('POST', '/v1/resources/cache-mid/url')).body.url);
+    expect(await f.get('era')).toBe('mid');
+    expect(await f.get('greeting')).toBe('hello');
+  }, 120_000);
 
   it('refuses a fork of a non-persistent redis, saying why', async () => {
     await createDatabase(tp, org, { name: 'volatile', kind: 'redis' });

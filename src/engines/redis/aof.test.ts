@@ -100,6 +100,20 @@ describe('AOF handling', () => {
     expect((await readManifest(aof))?.map((e) => e.file)).toEqual([BASE, INCR1]);
   });
 
+  it('drops a later file without a leading #TS (a rewrite in the same second) or an empty one', async () => {
+    const aof = path.join(dir, 'cut-untimed');
+    for (const untimed of [cmd('SET', 'x', '9') + ts(103) + cmd('SET', 'd', '4'), '']) {
+      await makeAof(aof);
+      await writeFile(path.join(aof, INCR2), untimed);
+      await truncateAof(aof, 100, checkAof);
+      expect((await readManifest(aof))?.map((e) => e.file)).toEqual([BASE, INCR1]);
+      expect(await readdir(aof)).not.toContain(INCR2);
+      expect(await readFile(path.join(aof, INCR1), 'utf8')).toBe(
+        ts(100) + cmd('SELECT', '0') + cmd('SET', 'a', '1'),
+      );
+    }
+  });
+
   it('keeps only the base for a moment before the first write', async () => {
     const aof = path.join(dir, 'base-only');
     await makeAof(aof);

@@ -134,7 +134,8 @@ function runCheckAof(bin: string, args: string[]): Promise<{ ok: boolean; output
  *
  * redis-check-aof does the cut inside a file, but refuses when the cut falls at the very
  * start of an incremental file or in one that is not the last; those later files are
- * dropped here first (each starts with its first write's `#TS:` line). A copy that ends
+ * dropped here first (a file usually starts with its first write's `#TS:` line; one that
+ * does not, or is empty, is dropped when the checker names an earlier file as the cut's). A copy that ends
  * inside a command (taken while the server wrote) fails the check; that torn tail is cut
  * where the checker says the file stops being valid, as loading with aof-load-truncated
  * would, and the check runs again. Runs as root, so `aofDir` must be root's own copy.
@@ -144,7 +145,7 @@ export async function truncateAof(
   toSecond: number,
   checkAof: string,
 ): Promise<void> {
-  const entries = (await readManifest(aofDir)) ?? [];
+  let entries = (await readManifest(aofDir)) ?? [];
   const incr = entries.filter((e) => e.type === 'i');
   let keep = incr.length;
   for (let i = 0; i < incr.length; i++) {
@@ -154,30 +155,41 @@ export async function truncateAof(
       break;
     }
   }
-  if (keep < incr.length) {
-    const dropped = new Set(incr.slice(keep).map((e) => e.file));
-    await writeAtomic(
-      manifestOf(aofDir),
-      renderManifest(entries.filter((e) => !dropped.has(e.file))),
-      0o600,
-    );
+  /** Drops the incremental files from index `from` on (manifest first). */
+  const dropFrom = async (from: number) => {
+    const dropped = new Set(incr.slice(from).map((e) => e.file));
+    entries = entries.filter((e) => !dropped.has(e.file));
+    await writeAtomic(manifestOf(aofDir), renderManifest(entries), 0o600);
     for (const file of dropped) await rm(path.join(aofDir, file), { force: true });
-  }
-  const last = incr[keep - 1];
-  if (!last) return; // only the base is left
+  };
+  if (keep < incr.length) await dropFrom(keep);
+  if (keep === 0) return; // only the base is left
   const args = ['--truncate-to-timestamp', String(toSecond), manifestOf(aofDir)];
   let run = await runCheckAof(checkAof, args);
-  if (!run.ok) {
+  for (let attempt = 0; !run.ok && attempt < 2; attempt++) {
+    // The cut is in a file followed by one without a leading `#TS:` (its first writes
+    // were in the second of the last annotation before it, as after a rewrite or an
+    // empty new file): everything after the cut's file is later, so it goes.
+    const notLast = /Failed to truncate AOF (\S+) to timestamp \d+ .*not the last file/.exec(
+      run.output,
+    );
+    const at = notLast ? incr.findIndex((e) => path.basename(notLast[1]!) === e.file) : -1;
     const torn = /filename=(\S+), size=\d+, ok_up_to=(\d+)/.exec(run.output);
-    if (torn && torn[1] === last.file) {
+    const last = entries.filter((e) => e.type === 'i').at(-1);
+    if (at >= 0 && at + 1 < keep) {
+      keep = at + 1;
+      await dropFrom(keep);
+    } else if (torn && last && torn[1] === last.file) {
       const handle = await openNoFollow(path.join(aofDir, last.file), constants.O_WRONLY);
       try {
         await handle.truncate(Number(torn[2]));
       } finally {
         await handle.close();
       }
-      run = await runCheckAof(checkAof, args);
+    } else {
+      break;
     }
+    run = await runCheckAof(checkAof, args);
   }
   if (!run.ok) {
     throw new EngineError('failed', `redis-check-aof could not cut the AOF:\n${run.output.trim()}`);

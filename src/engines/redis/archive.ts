@@ -1,5 +1,6 @@
 /**
- * Redis's archive is the timestamped AOF in the instance's own volume. This file holds
+ * Redis's archive is the timestamped AOF in the instance's own volume, with the
+ * generations kept across pier's rewrites (generations.ts). This file holds
  * its range, the check of a moment asked for, and the second a fork is cut at (the flush
  * before a fork is in flush.ts, the cut itself in aof.ts).
  *
@@ -11,7 +12,8 @@
  * holds the writes a client just made.
  */
 import { EngineError, type ArchiveRange, type ArchiveRef } from '../engine.js';
-import { aofOldest, readManifest } from './aof.js';
+import { readManifest } from './aof.js';
+import { historyChains } from './generations.js';
 import type { RedisPaths } from './paths.js';
 
 /** The unix second a fork as of `asOf` is cut after (see the granularity rule above). */
@@ -19,12 +21,15 @@ export function cutSecond(asOf: Date): number {
   return Math.floor(asOf.getTime() / 1000);
 }
 
-/** The range of the AOF at `paths` (undefined paths: the instance is gone). */
+/**
+ * The range of the AOF at `paths` (undefined paths: the instance is gone): from the start
+ * of its oldest kept generation (generations.ts) to now.
+ */
 export async function rangeOf(
   paths: RedisPaths | undefined,
   now = new Date(),
 ): Promise<ArchiveRange> {
-  const oldest = paths ? await aofOldest(paths.aofDir) : undefined;
+  const oldest = paths ? (await historyChains(paths))[0]?.start : undefined;
   return oldest ? { oldest, newest: now } : { newest: now };
 }
 

@@ -19,11 +19,12 @@ import type {
 } from '../engine.js';
 import { ownerUid } from '../../host/tree-owner.js';
 import { EngineError } from '../engine.js';
-import { copyAof, truncateAof } from './aof.js';
+import { truncateAof } from './aof.js';
 import { checkRestorable, cutSecond, rangeOf } from './archive.js';
 import { redisBinaries } from './binaries.js';
 import { copyForBranch } from './branch.js';
 import { flushAof } from './flush.js';
+import { copySource, pruneGenerations, restoreSource, rotate } from './generations.js';
 import { KeyedLock } from './lock.js';
 import { prepareCopy } from './prepare.js';
 import type { RedisPaths } from './paths.js';
@@ -99,8 +100,20 @@ export class RedisEngine implements DatabaseEngine {
     await flushAof(env, paths, running);
   }
 
-  /** Nothing to do: the AOF is the archive, kept as the server writes. */
-  async baseBackup(_env: EngineEnv, _inst: InstanceSpec): Promise<void> {}
+  /**
+   * A new base: the live AOF becomes a generation and the server rewrites it
+   * (generations.ts), so that what precedes it can later be pruned. A no-op for a server
+   * that is not persistent or not running (a stopped one gained no history to split).
+   */
+  async baseBackup(env: EngineEnv, inst: InstanceSpec): Promise<void> {
+    const paths = await this.vols.find(env.pool, inst.volume);
+    if (!paths || (await runningPid(paths, await redisBinaries())) === undefined) return;
+    await this.history(inst.volume, async () => {
+      await rotate(env, paths, await ownerUid(paths.dataDir));
+    }).catch((err: unknown) => {
+      throw engineErrorOf(err, inst.volume);
+    });
+  }
 
   async archiveRange(env: EngineEnv, archive: ArchiveRef): Promise<ArchiveRange> {
     const paths = archive.sourceVolume
@@ -110,12 +123,17 @@ export class RedisEngine implements DatabaseEngine {
   }
 
   /**
-   * Nothing is removed yet: the history is one base and the incremental file the server
-   * keeps appending to, so dropping what precedes `before` needs a new base as of
-   * `before` under a running server (see docs/architecture.md, "Managed databases").
-   * The service still refuses moments before the window (services/databases/archives.ts).
+   * Removes the AOF generations only moments before `before` need (generations.ts); the
+   * live AOF stays whole, so the newest base keeps what `baseBackup` last split off.
    */
-  async pruneArchive(_env: EngineEnv, _archive: ArchiveRef, _before: Date): Promise<void> {}
+  async pruneArchive(env: EngineEnv, archive: ArchiveRef, before: Date): Promise<void> {
+    if (!archive.sourceVolume) return;
+    const volume = archive.sourceVolume;
+    const paths = await this.vols.find(env.pool, volume);
+    if (!paths) return;
+    const removed = await this.history(volume, () => pruneGenerations(paths, before));
+    if (removed > 0) env.log.info({ archive: archive.id, before, removed }, 'archive pruned');
+  }
 
   /**
    * A fork as of `asOf`: the source's AOF copied into target's volume, cut after the
@@ -138,15 +156,21 @@ export class RedisEngine implements DatabaseEngine {
           ? await this.vols.find(env.pool, archive.sourceVolume)
           : undefined;
         const src = await checkRestorable(archive, found, asOf);
-        paths = await this.vols.create(env, target);
-        await mkdir(paths.dataDir, { mode: 0o700 });
-        // Root's copy in a closed volume: redis-check-aof may run on it as root.
-        if (!(await copyAof(src.aofDir, paths.aofDir, await ownerUid(src.dataDir)))) {
-          throw new EngineError(
-            'unsupported',
-            `archive ${archive.id} lost its AOF during the fork`,
-          );
-        }
+        const dst = await this.vols.create(env, target);
+        paths = dst;
+        await mkdir(dst.dataDir, { mode: 0o700 });
+        // Root's copy in a closed volume: redis-check-aof may run on it as root. Read
+        // while no rotation or prune of the source runs (they share its history lock).
+        await this.history(archive.sourceVolume!, async () => {
+          const source = await restoreSource(src, asOf);
+          if (!source) {
+            throw new EngineError(
+              'as-of-out-of-range',
+              `${asOf.toISOString()} is before the oldest moment of archive ${archive.id}`,
+            );
+          }
+          await copySource(source, dst.aofDir, await ownerUid(src.dataDir));
+        });
         await truncateAof(paths.aofDir, cutSecond(asOf), bins.checkAof);
         await prepareCopy(env, target, paths, bins);
       }
@@ -181,6 +205,11 @@ export class RedisEngine implements DatabaseEngine {
     await stopServer(env, paths, await redisBinaries(), 'immediate');
     await this.vols.destroy(env, target.volume);
     return undefined;
+  }
+
+  /** Runs `fn` alone among the rotations, prunes and fork copies of `volume`'s AOF history. */
+  private history<T>(volume: string, fn: () => Promise<T>): Promise<T> {
+    return this.locks.with(`history:${volume}`, fn);
   }
 
   /** Runs `fn` alone for the instance's volume, with "pool full" as EngineError 'no-space'. */

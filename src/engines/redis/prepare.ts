@@ -10,6 +10,7 @@ import { rdbToAofBase, readManifest } from './aof.js';
 import type { RedisBinaries } from './binaries.js';
 import { withAdmin } from './control.js';
 import { closeDir, releaseTree, seizeTree } from './files.js';
+import { historyDir } from './generations.js';
 import { clearCopiedState, writeLayout } from './layout.js';
 import type { RedisPaths } from './paths.js';
 import { startServerWith, stopServer } from './server.js';
@@ -33,6 +34,10 @@ export async function prepareCopy(
   bins: RedisBinaries,
 ): Promise<void> {
   await closeDir(paths.root);
+  // The copy's history starts at its own data. The source's AOF generations (in a
+  // snapshot of its volume) go first: their hard links would also make seizeTree take
+  // the live AOF files for planted links.
+  await rm(historyDir(paths), { recursive: true, force: true });
   await mkdir(paths.dataDir, { recursive: true, mode: 0o700 });
   await seizeTree(paths.dataDir);
   await clearCopiedState(paths);

@@ -98,7 +98,7 @@ export async function finishCopy(ctx: DatabaseContext, databaseId: string): Prom
       .where('state', '=', 'restoring')
       .returningAll()
       .executeTakeFirst();
-    if (ready?.archive_id && ready.kind === 'postgres') {
+    if (ready?.archive_id) {
       await enqueue(
         tx,
         ctx.jobs,

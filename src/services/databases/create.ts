@@ -213,7 +213,7 @@ export async function finishCreate(
       .where('id', '=', row.id)
       .returningAll()
       .executeTakeFirstOrThrow();
-    if (ready.archive_id && ready.kind === 'postgres') {
+    if (ready.archive_id) {
       await enqueue(
         tx,
         ctx.jobs,

@@ -146,7 +146,7 @@ export async function runRestoreJob(
       .set({ state: 'ready', state_reason: null })
       .where('id', '=', row.id)
       .execute();
-    if (fresh.archive_id && fresh.kind === 'postgres') {
+    if (fresh.archive_id) {
       await enqueue(
         ctx.db,
         ctx.jobs,
