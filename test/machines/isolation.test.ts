@@ -2,7 +2,8 @@
  * Escapes tried from inside a real machine, the way a tenant holding a full-access key
  * would: a shell session (spec 4.9 exec) as machine root, probing the host with reads,
  * access checks and connects only, so a missing wall would show without harming the
- * host. Each probe passes only when the attempt is refused.
+ * host (the one write, filling its own disk, stays in its own layer). Each probe passes
+ * only when the attempt is refused.
  *
  * The other walls have their own files: the files API on FIFOs and pseudo-files, and a
  * revoked key's shell, in guest.test.ts; an app-limited agent attaching, in the agents'
@@ -25,7 +26,12 @@ beforeAll(async () => {
     config: { Cmd: ['/bin/sh', '-c', 'echo up; exec sleep 3600'] },
   });
   expect((await bed.req('POST', '/v1/apps', { name: 'tenant' })).status).toBe(201);
-  const made = await bed.req('POST', '/v1/apps/tenant/machines', { image, readiness: 'boot' });
+  // The smallest disk, so that filling it is quick.
+  const made = await bed.req('POST', '/v1/apps/tenant/machines', {
+    image,
+    readiness: 'boot',
+    diskMb: 512,
+  });
   expect(made.status, JSON.stringify(made.body)).toBe(201);
   id = made.body.id;
 }, 120_000);
@@ -110,4 +116,17 @@ describe.skipIf(!canRunMachines)('a session as machine root, trying to get out',
     ]);
     for (const dev of ['sda', 'vda', 'nvme0n1', 'mem', 'kmsg']) expect(out[4]).not.toContain(dev);
   });
+
+  it('cannot write past its diskMb: the pool’s quota refuses the write inside the machine', async () => {
+    // Written in the machine's own layer, then removed: nothing of the host is touched.
+    const out = await inSession(
+      [
+        'dd if=/dev/zero of=/fill bs=1M count=640 2>&1 | grep -o "Disk quota exceeded\\|No space left on device" | head -1',
+        'du -m /fill | cut -f1',
+        'rm -f /fill',
+      ].join('; '),
+    );
+    expect(out[0]).toMatch(/Disk quota exceeded|No space left on device/);
+    expect(Number(out[1])).toBeLessThanOrEqual(512);
+  }, 60_000);
 });
