@@ -193,6 +193,8 @@ export class GuestFiles {
       await rename(at(parent, temp), at(parent, name)).catch((err: NodeJS.ErrnoException) => {
         // A file bound into the machine (its mount point cannot be renamed over).
         if (err.code === 'EBUSY') throw new PermissionDeniedError(path, 'replace', 'a mount');
+        // An immutable or append-only file (or directory), which nobody in the machine may change.
+        if (err.code === 'EPERM') throw new PermissionDeniedError(path, 'replace', 'immutable');
         throw err;
       });
       return size;
