@@ -273,6 +273,35 @@ describe.skipIf(!canRunMachines)('machine files: the rights of the machine’s u
     ]);
   });
 
+  it('agrees with the machine itself, and no key or token reaches further', async () => {
+    // Inside the machine, as its user, the same file is refused by the kernel.
+    const cat = await session(id, '?cmd=/bin/cat&cmd=/data/alice.key');
+    expect((await cat.exit)?.code).not.toBe(0);
+    expect(cat.out[2]).toContain('Permission denied');
+    const token = async (body: Record<string, unknown>) =>
+      (await bed.req('POST', '/v1/tokens', { name: 't', ...body })).body.token as string;
+    const reader = await token({ scopes: ['read'] });
+    await denied(
+      raw('GET', `/v1/machines/${id}/files${q('/data/alice.key')}`, undefined, reader),
+      'read',
+    );
+    const put = await raw('PUT', `/v1/machines/${id}/files${q('/srv/by-reader')}`, 'x', reader);
+    expect([put.status, put.json?.code]).toEqual([403, 'token-scope']);
+    // An agent limited to the app of the non-root machine cannot borrow root's machine.
+    const agent = await token({ agent: { class: 'sandbox', apps: ['box'] } });
+    const viaRoot = await raw(
+      'GET',
+      `/v1/machines/${rootId}/files${q('/data/alice.key')}`,
+      undefined,
+      agent,
+    );
+    expect([viaRoot.status, viaRoot.json?.code]).toEqual([403, 'agent-token-app-scope']);
+    await denied(
+      raw('GET', `/v1/machines/${id}/files${q('/data/alice.key')}`, undefined, agent),
+      'read',
+    );
+  });
+
   it('lets machine root read every user’s files, but never write the platform’s', async () => {
     const key = await raw('GET', `/v1/machines/${rootId}/files${q('/data/alice.key')}`);
     expect([key.status, key.text]).toEqual([200, 'alice key\n']);
