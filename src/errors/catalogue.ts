@@ -214,6 +214,10 @@ export const errorCatalogue = {
     status: 409,
     message: 'The secret is managed by an attachment; detach the resource instead.',
   },
+  'file-permission-denied': {
+    status: 403,
+    message: "The machine's user may not do this to the file.",
+  },
 } as const satisfies Record<string, { status: number; message: string }>;
 
 export type ErrorCode = keyof typeof errorCatalogue;

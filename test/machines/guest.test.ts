@@ -11,7 +11,7 @@ import { spawn } from 'node:child_process';
 import { closeSync, constants, openSync, readdirSync } from 'node:fs';
 import { readdir, readFile } from 'node:fs/promises';
 import { procRef } from '../../src/runtime/sandbox/proc.js';
-import { busyboxLayer } from '../../src/runtime/images/build.test-helper.js';
+import { busyboxLayer, type LayerSpec } from '../../src/runtime/images/build.test-helper.js';
 import { FILE_CAP_BYTES } from '../../src/services/machines/files.js';
 import { MAX_SESSIONS_PER_MACHINE } from '../../src/services/machines/exec-sessions.js';
 import { Authenticator } from '../../src/services/authenticator.js';
@@ -23,25 +23,37 @@ let bed: MachineBed;
 let id: string;
 let stoppedId: string;
 let jobImage: string;
+let rootImage: string;
+
+/** The image's layers: busybox, and files of several owners and modes. */
+const boxLayers = (): LayerSpec[] => [
+  busyboxLayer(),
+  [
+    {
+      path: 'etc/passwd',
+      content:
+        'root:x:0:0::/root:/bin/sh\nweb:x:1000:1000::/srv:/bin/sh\nalice:x:1001:1001::/home/alice:/bin/sh\n',
+    },
+    { path: 'etc/group', content: 'root:x:0:\nweb:x:1000:\nalice:x:1001:\nteam:x:2000:web\n' },
+    // The app's directory is its user's; the rest is root's or another user's.
+    { path: 'srv/', uid: 1000, gid: 1000 },
+    { path: 'home/alice/', uid: 1001, gid: 1001, mode: 0o700 },
+    { path: 'home/alice/diary', content: 'dear diary\n', uid: 1001, gid: 1001 },
+    { path: 'data/' },
+    { path: 'data/alice.key', content: 'alice key\n', uid: 1001, gid: 1001, mode: 0o600 },
+    { path: 'team/', gid: 2000, mode: 0o770 },
+    { path: 'srv/hello.txt', content: 'hello\n' },
+    { path: 'srv/up', target: '..', type: 'symlink' },
+    { path: 'srv/host-passwd', target: '/etc/passwd', type: 'symlink' },
+    { path: 'srv/climb', target: '../../../../../../etc', type: 'symlink' },
+  ],
+];
 
 beforeAll(async () => {
   if (!canRunMachines) return;
   bed = await startMachineBed('pg', 140);
   const image = await bed.image('box:1', {
-    layers: [
-      busyboxLayer(),
-      [
-        {
-          path: 'etc/passwd',
-          content: 'root:x:0:0::/root:/bin/sh\nweb:x:1000:1000::/srv:/bin/sh\n',
-        },
-        { path: 'srv/' },
-        { path: 'srv/hello.txt', content: 'hello\n' },
-        { path: 'srv/up', target: '..', type: 'symlink' },
-        { path: 'srv/host-passwd', target: '/etc/passwd', type: 'symlink' },
-        { path: 'srv/climb', target: '../../../../../../etc', type: 'symlink' },
-      ],
-    ],
+    layers: boxLayers(),
     config: {
       // A sparse file larger than the cap, a file only in /tmp, then an httpd.
       Cmd: [
@@ -55,6 +67,10 @@ beforeAll(async () => {
     },
   });
   jobImage = image;
+  rootImage = await bed.image('box-root:1', {
+    layers: boxLayers(),
+    config: { Cmd: ['/bin/sh', '-c', 'exec httpd -f -p 3000 -h /srv'] },
+  });
   expect((await bed.req('POST', '/v1/apps', { name: 'box' })).status).toBe(201);
   const made = await bed.req('POST', '/v1/apps/box/machines', { image, env: { MODE: 'test' } });
   expect(made.status, JSON.stringify(made.body)).toBe(201);
@@ -208,6 +224,99 @@ describe.skipIf(!canRunMachines)('machine files', () => {
     expect((await raw('PUT', path, 'x', reader)).json.code).toBe('agent-token-production-readonly');
     const elsewhere = await token({ class: 'sandbox', apps: ['idle'] });
     expect((await raw('GET', path, undefined, elsewhere)).json.code).toBe('agent-token-app-scope');
+  });
+});
+
+describe.skipIf(!canRunMachines)('machine files: the rights of the machine’s user', () => {
+  let rootId: string;
+  const denied = async (res: ReturnType<typeof raw>, action: string) => {
+    const r = await res;
+    expect([r.status, r.json?.code, r.json?.action], r.text).toEqual([
+      403,
+      'file-permission-denied',
+      action,
+    ]);
+  };
+
+  beforeAll(async () => {
+    expect((await bed.req('POST', '/v1/apps', { name: 'rootbox' })).status).toBe(201);
+    const made = await bed.req('POST', '/v1/apps/rootbox/machines', { image: rootImage });
+    expect(made.status, JSON.stringify(made.body)).toBe(201);
+    rootId = made.body.id;
+  }, 60_000);
+
+  it('refuses another user’s 0600 file, 0700 directory and listing to a non-root user', async () => {
+    await denied(raw('GET', `/v1/machines/${id}/files${q('/data/alice.key')}`), 'read');
+    await denied(raw('GET', `/v1/machines/${id}/files${q('/home/alice/diary')}`), 'search');
+    await denied(raw('GET', `/v1/machines/${id}/files/list${q('/home/alice')}`), 'list');
+    const res = await raw('GET', `/v1/machines/${id}/files${q('/data/alice.key')}`);
+    expect(res.text).not.toContain('alice key');
+    expect(res.json.error).toContain('/data/alice.key');
+  });
+
+  it('refuses to write where the user may not, and writes nothing there', async () => {
+    await denied(raw('PUT', `/v1/machines/${id}/files${q('/data/new')}`, 'x'), 'write');
+    await denied(raw('PUT', `/v1/machines/${id}/files${q('/data/dir/new')}`, 'x'), 'write');
+    await denied(raw('PUT', `/v1/machines/${id}/files${q('/etc/passwd')}`, 'x'), 'write');
+    const data = await bed.req('GET', `/v1/machines/${id}/files/list${q('/data')}`);
+    expect(data.body.entries.map((e: { name: string }) => e.name)).toEqual(['alice.key']);
+    const passwd = await raw('GET', `/v1/machines/${id}/files${q('/etc/passwd')}`);
+    expect(passwd.text).toContain('web:x:1000');
+  });
+
+  it('writes where the image’s /etc/group lets the user (team, 0770)', async () => {
+    const put = await raw('PUT', `/v1/machines/${id}/files${q('/team/plan')}`, 'plan');
+    expect(put.status, put.text).toBe(200);
+    const list = await bed.req('GET', `/v1/machines/${id}/files/list${q('/team')}`);
+    expect(list.body.entries).toEqual([
+      expect.objectContaining({ name: 'plan', uid: 1000, gid: 1000 }),
+    ]);
+  });
+
+  it('agrees with the machine itself, and no key or token reaches further', async () => {
+    // Inside the machine, as its user, the same file is refused by the kernel.
+    const cat = await session(id, '?cmd=/bin/cat&cmd=/data/alice.key');
+    expect((await cat.exit)?.code).not.toBe(0);
+    expect(cat.out[2]).toContain('Permission denied');
+    const token = async (body: Record<string, unknown>) =>
+      (await bed.req('POST', '/v1/tokens', { name: 't', ...body })).body.token as string;
+    const reader = await token({ scopes: ['read'] });
+    await denied(
+      raw('GET', `/v1/machines/${id}/files${q('/data/alice.key')}`, undefined, reader),
+      'read',
+    );
+    const put = await raw('PUT', `/v1/machines/${id}/files${q('/srv/by-reader')}`, 'x', reader);
+    expect([put.status, put.json?.code]).toEqual([403, 'token-scope']);
+    // An agent limited to the app of the non-root machine cannot borrow root's machine.
+    const agent = await token({ agent: { class: 'sandbox', apps: ['box'] } });
+    const viaRoot = await raw(
+      'GET',
+      `/v1/machines/${rootId}/files${q('/data/alice.key')}`,
+      undefined,
+      agent,
+    );
+    expect([viaRoot.status, viaRoot.json?.code]).toEqual([403, 'agent-token-app-scope']);
+    await denied(
+      raw('GET', `/v1/machines/${id}/files${q('/data/alice.key')}`, undefined, agent),
+      'read',
+    );
+  });
+
+  it('lets machine root read every user’s files, but never write the platform’s', async () => {
+    const key = await raw('GET', `/v1/machines/${rootId}/files${q('/data/alice.key')}`);
+    expect([key.status, key.text]).toEqual([200, 'alice key\n']);
+    const list = await bed.req('GET', `/v1/machines/${rootId}/files/list${q('/home/alice')}`);
+    expect(list.body.entries.map((e: { name: string }) => e.name)).toEqual(['diary']);
+    const note = await raw('PUT', `/v1/machines/${rootId}/files${q('/home/alice/note')}`, 'n');
+    expect(note.status, note.text).toBe(200);
+    // The platform CA, bound read-only from the host and owned by host root.
+    const ca = `/v1/machines/${rootId}/files${q('/etc/pier/ca.crt')}`;
+    const before = await raw('GET', ca);
+    expect([before.status, before.text]).toEqual([200, expect.stringContaining('CERTIFICATE')]);
+    await denied(raw('PUT', ca, 'not a ca'), 'write');
+    expect((await raw('GET', ca)).text).toBe(before.text);
+    const pier = await bed.req('GET', `/v1/machines/${rootId}/files/list${q('/etc/pier')}`);
+    expect(pier.body.entries.map((e: { name: string }) => e.name)).toEqual(['ca.crt']);
   });
 });
 

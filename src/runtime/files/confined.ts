@@ -17,9 +17,20 @@
  * (`/proc/1/environ`) or the host's (`/proc/kallsyms`), or make cgroups with a `mkdir`.
  * Only regular files are opened (`openRegular`), and never in a way that can block: a
  * FIFO, socket or device is refused (`SpecialFileError`) before its driver sees an open.
+ *
+ * Given the machine's user (`file-user.ts`), the walk also needs what the kernel would
+ * ask of that user: search permission on every directory it looks a name up in (`..`
+ * included), and write permission on a directory it makes one in.
  */
 import { constants, type Stats } from 'node:fs';
 import { lstat, mkdir, open, readlink, statfs, type FileHandle } from 'node:fs/promises';
+import {
+  MAY_EXEC,
+  MAY_WRITE,
+  mayAccess,
+  PermissionDeniedError,
+  type FileUser,
+} from './file-user.js';
 
 const { O_RDONLY, O_DIRECTORY, O_NOFOLLOW, O_NONBLOCK, O_NOCTTY } = constants;
 /**
@@ -134,6 +145,22 @@ export async function refusePseudo(h: FileHandle, shown: string): Promise<void> 
   if (name !== undefined) throw new ProtectedPathError(shown, name);
 }
 
+/**
+ * Throws PermissionDeniedError unless `user` may access the directory or file open as
+ * `h` as `want`; nothing is checked without a user (host root's own reads).
+ */
+export async function need(
+  h: FileHandle,
+  user: FileUser | undefined,
+  want: number,
+  shown: string,
+  action: PermissionDeniedError['action'],
+): Promise<void> {
+  if (user && !mayAccess(await h.stat(), user, want)) {
+    throw new PermissionDeniedError(shown, action);
+  }
+}
+
 /** The host path of `name` inside the directory open as `dir`. */
 export const at = (dir: FileHandle, name: string) => `/proc/self/fd/${dir.fd}/${name}`;
 
@@ -158,6 +185,8 @@ export async function resolveParent(
     createDirs?: boolean;
     /** Host uid and gid of the directories `createDirs` makes (default: the process's). */
     owner?: { uid: number; gid: number };
+    /** The machine's user, whose permissions the walk needs (see above). */
+    user?: FileUser;
   } = {},
 ): Promise<{ parent: FileHandle; name: string | undefined }> {
   const stack: FileHandle[] = [root];
@@ -172,6 +201,8 @@ export async function resolveParent(
     while (pending.length > 0) {
       const [part, ...rest] = pending as [string, ...string[]];
       pending = rest;
+      // Every name, `..` too, is looked up in the directory on top: the user must search it.
+      await need(top(), opts.user, MAY_EXEC, target, 'search');
       if (part === '..') {
         if (stack.length === 1) throw new PathEscapeError(target);
         await stack.pop()!.close();
@@ -201,6 +232,7 @@ export async function resolveParent(
       let made = false;
       if (!st) {
         if (!opts.createDirs) throw new PathError('ENOENT', `${target}: no such file or directory`);
+        await need(top(), opts.user, MAY_WRITE | MAY_EXEC, target, 'write');
         made = await mkdir(at(top(), part), { mode: 0o755 }).then(
           () => true,
           (err: NodeJS.ErrnoException) => {

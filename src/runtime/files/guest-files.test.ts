@@ -9,6 +9,7 @@ import {
   mkdir,
   mkdtemp,
   open,
+  readdir,
   readFile,
   rm,
   stat,
@@ -27,6 +28,7 @@ import {
   ProtectedPathError,
   SpecialFileError,
 } from './confined.js';
+import { type FileUser } from './file-user.js';
 import { FileTooLargeError, GuestFiles } from './guest-files.js';
 
 let base: string;
@@ -42,7 +44,16 @@ async function text(p: string, cap = 1024): Promise<string> {
 }
 
 const bytes = (s: string) => Readable.from([Buffer.from(s)]);
-const owner = { mode: 0o644, uid: 0, gid: 0 }; // machine root: host uid 200000
+const owner = { mode: 0o644 };
+/** Machine root: host uid 200000 with Docker's capabilities inside its namespace. */
+export const machineRoot: FileUser = {
+  uid: 200_000,
+  gid: 200_000,
+  groups: [],
+  dacOverride: true,
+  dacReadSearch: false,
+  fowner: true,
+};
 
 beforeAll(async () => {
   base = await mkdtemp(path.join(tmpdir(), 'pier-files-'));
@@ -59,7 +70,9 @@ beforeAll(async () => {
   await symlink('../../..' + outside, path.join(root, 'data/climb'));
   await symlink(outside, path.join(root, 'data/host'));
   await symlink('loop', path.join(root, 'data/loop'));
-  files = await GuestFiles.atDir(root);
+  // The machine's files are its range's, as an unpacked image's are.
+  execFileSync('chown', ['-hR', '200000:200000', root]);
+  files = await GuestFiles.atDir(root, machineRoot);
 });
 
 afterAll(async () => {
@@ -173,6 +186,7 @@ describe('special files and the kernel’s places', () => {
     await symlink('/proc', path.join(root, 'tmp/proc'));
     await symlink('/', path.join(root, 'tmp/top'));
     await writeFile(path.join(root, 'tmp/plain'), 'plain\n');
+    execFileSync('chown', ['-hR', '200000:200000', path.join(root, 'tmp')]);
   });
 
   afterAll(async () => {
@@ -203,7 +217,7 @@ describe('special files and the kernel’s places', () => {
       kind: 'socket',
     });
     // The host's /dev as a root: /null is a character device, looked at through O_PATH.
-    const dev = await GuestFiles.atDir('/dev');
+    const dev = await GuestFiles.atDir('/dev', machineRoot);
     try {
       const read = dev.read('/null', 10).then(() => 'read');
       await expect(soon(read)).rejects.toMatchObject({ kind: 'character device' });
@@ -232,8 +246,8 @@ describe('special files and the kernel’s places', () => {
 
   it('refuses whatever sits on a pseudo file system, wherever it is mounted', async () => {
     // The host's /proc and /sys as roots stand for a proc or sysfs mounted anywhere.
-    const proc = await GuestFiles.atDir('/proc');
-    const sys = await GuestFiles.atDir('/sys');
+    const proc = await GuestFiles.atDir('/proc', machineRoot);
+    const sys = await GuestFiles.atDir('/sys', machineRoot);
     try {
       await expect(soon(proc.read('/version', 1 << 20))).rejects.toMatchObject({
         name: 'ProtectedPathError',
@@ -289,5 +303,149 @@ describe('special files and the kernel’s places', () => {
     );
     await files.write('/tmp/top/tmp/made', bytes('made'), { ...owner, cap: 100 });
     expect(await text('/tmp/made')).toBe('made');
+  });
+});
+
+describe('as the machine’s user', () => {
+  let base2: string;
+  const alice: FileUser = {
+    uid: 201_000,
+    gid: 201_000,
+    groups: [],
+    dacOverride: false,
+    dacReadSearch: false,
+    fowner: false,
+  };
+  const bob: FileUser = { ...alice, uid: 201_001, gid: 201_001, groups: [202_000] }; // in "team"
+
+  const as = (user: FileUser) => GuestFiles.atDir(path.join(base2, 'root'), user);
+  const r = (p: string) => path.join(base2, 'root', p);
+  /** Runs `fn` with the files opened as `user`. */
+  async function withUser<T>(user: FileUser, fn: (f: GuestFiles) => Promise<T>): Promise<T> {
+    const f = await as(user);
+    try {
+      return await fn(f);
+    } finally {
+      await f.close();
+    }
+  }
+  const readAs = (user: FileUser, p: string) =>
+    withUser(user, async (f) => {
+      let out = '';
+      for await (const c of (await f.read(p, 1024)).stream) out += String(c);
+      return out;
+    });
+  const writeAs = (user: FileUser, p: string, body: string) =>
+    withUser(user, (f) => f.write(p, bytes(body), { mode: 0o644, cap: 100 }));
+  const listAs = (user: FileUser, p: string) =>
+    withUser(user, async (f) => (await f.list(p)).map((e) => e.name));
+  const denied = (action: string) => ({ name: 'PermissionDeniedError', action });
+
+  beforeAll(async () => {
+    base2 = await mkdtemp(path.join(tmpdir(), 'pier-files-user-'));
+    const made: [string, number, string, string?][] = [
+      // path, mode, owner (host ids), content (a directory without)
+      ['', 0o755, '200000:200000'],
+      ['home', 0o755, '200000:200000'],
+      ['home/alice', 0o700, '201000:201000'],
+      ['home/alice/diary', 0o644, '201000:201000', 'dear diary\n'],
+      ['data', 0o755, '200000:200000'],
+      ['data/alice.key', 0o600, '201000:201000', 'alice key\n'],
+      ['data/open', 0o644, '201000:201000', 'open\n'],
+      ['shared', 0o755, '200000:200000'],
+      ['shared/conf', 0o666, '200000:200000', 'conf\n'],
+      ['srv', 0o755, '201001:201001'],
+      ['srv/mine', 0o600, '201001:201001', 'mine\n'],
+      ['team', 0o770, '200000:202000'],
+      ['tmp', 0o1777, '200000:200000'],
+      ['tmp/alice', 0o666, '201000:201000', 'alice tmp\n'],
+      // What the platform binds into a machine: the host's, outside the machine's range.
+      ['etc', 0o755, '200000:200000'],
+      ['etc/pier', 0o755, '200000:200000'],
+      ['etc/pier/ca.crt', 0o644, '0:0', 'platform ca\n'],
+      ['platform', 0o755, '0:0'],
+    ];
+    for (const [p, mode, ids, content] of made) {
+      if (content === undefined) await mkdir(r(p), { recursive: true });
+      else await writeFile(r(p), content);
+      execFileSync('chown', [ids, r(p)]);
+      execFileSync('chmod', [mode.toString(8), r(p)]);
+    }
+  });
+
+  afterAll(async () => {
+    if (base2) await rm(base2, { recursive: true, force: true });
+  });
+
+  it('refuses to read another user’s 0600 file, or anything under their 0700 directory', async () => {
+    await expect(readAs(bob, '/data/alice.key')).rejects.toMatchObject(denied('read'));
+    await expect(readAs(bob, '/home/alice/diary')).rejects.toMatchObject(denied('search'));
+    // Nor through a link, nor by climbing back out of it.
+    await expect(readAs(bob, '/home/alice/../alice/diary')).rejects.toMatchObject(denied('search'));
+    expect(await readAs(bob, '/data/open')).toBe('open\n');
+    expect(await readAs(alice, '/data/alice.key')).toBe('alice key\n');
+    expect(await readAs(alice, '/home/alice/diary')).toBe('dear diary\n');
+  });
+
+  it('refuses to list another user’s 0700 directory', async () => {
+    await expect(listAs(bob, '/home/alice')).rejects.toMatchObject(denied('list'));
+    expect(await listAs(alice, '/home/alice')).toEqual(['diary']);
+    expect(await listAs(bob, '/srv')).toEqual(['mine']);
+  });
+
+  it('refuses to write where the user may not, and leaves nothing behind', async () => {
+    await expect(writeAs(bob, '/shared/new', 'x')).rejects.toMatchObject(denied('write'));
+    // Nor may it make a directory there, nor write a file it may write into a directory it may not.
+    await expect(writeAs(bob, '/shared/dir/new', 'x')).rejects.toMatchObject(denied('write'));
+    await expect(writeAs(bob, '/shared/conf', 'x')).rejects.toMatchObject(denied('write'));
+    await expect(writeAs(bob, '/data/open', 'x')).rejects.toMatchObject(denied('write'));
+    expect(await readFile(r('data/open'), 'utf8')).toBe('open\n');
+    expect((await readdir(r('shared'))).sort()).toEqual(['conf']);
+    expect((await readdir(r('data'))).filter((n) => n.startsWith('.pier-upload'))).toEqual([]);
+  });
+
+  it('keeps the sticky bit’s rule: another user’s file in /tmp is not replaced', async () => {
+    await expect(writeAs(bob, '/tmp/alice', 'bob')).rejects.toMatchObject(denied('replace'));
+    expect(await readFile(r('tmp/alice'), 'utf8')).toBe('alice tmp\n');
+    await writeAs(bob, '/tmp/bob', 'bob');
+    expect(await readAs(bob, '/tmp/bob')).toBe('bob');
+  });
+
+  it('writes, reads and lists the user’s own files, and those of its groups', async () => {
+    expect(await readAs(bob, '/srv/mine')).toBe('mine\n');
+    await writeAs(bob, '/srv/mine', 'changed');
+    await writeAs(bob, '/srv/new/deep', 'deep');
+    for (const p of ['srv/mine', 'srv/new', 'srv/new/deep']) {
+      const st = await stat(r(p));
+      expect([p, st.uid, st.gid]).toEqual([p, 201_001, 201_001]);
+    }
+    expect(await listAs(bob, '/srv')).toEqual(['mine', 'new']);
+    // team (0770, group 202000): bob is in the group, alice is not.
+    await writeAs(bob, '/team/plan', 'plan');
+    expect(await listAs(bob, '/team')).toEqual(['plan']);
+    await expect(listAs(alice, '/team')).rejects.toMatchObject(denied('list'));
+    await expect(writeAs(alice, '/team/x', 'x')).rejects.toMatchObject(denied('search'));
+  });
+
+  it('lets machine root read and write every file of the machine’s range', async () => {
+    expect(await readAs(machineRoot, '/data/alice.key')).toBe('alice key\n');
+    expect(await readAs(machineRoot, '/home/alice/diary')).toBe('dear diary\n');
+    expect(await listAs(machineRoot, '/home/alice')).toEqual(['diary']);
+    await writeAs(machineRoot, '/home/alice/note', 'from root');
+    await writeAs(machineRoot, '/tmp/alice', 'root may');
+    expect(await readFile(r('tmp/alice'), 'utf8')).toBe('root may');
+  });
+
+  it('never lets machine root write the host’s files bound into the machine', async () => {
+    expect(await readAs(machineRoot, '/etc/pier/ca.crt')).toBe('platform ca\n');
+    await expect(writeAs(machineRoot, '/etc/pier/ca.crt', 'evil')).rejects.toMatchObject(
+      denied('write'),
+    );
+    expect(await readFile(r('etc/pier/ca.crt'), 'utf8')).toBe('platform ca\n');
+    await expect(writeAs(machineRoot, '/platform/x', 'evil')).rejects.toMatchObject(
+      denied('write'),
+    );
+    expect(await readdir(r('platform'))).toEqual([]);
+    expect(await readdir(r('etc/pier'))).toEqual(['ca.crt']);
   });
 });

@@ -5,12 +5,27 @@
  * view: its overlay, its volumes and its `/tmp`. `/proc`, `/sys`, `/dev` and whatever
  * sits on a pseudo file system are refused, and so is every file that is neither regular
  * nor a directory (see confined.ts); nothing here can block on a FIFO or open a device.
+ *
+ * Every operation acts with the rights of the machine's user (`file-user.ts`): the walk
+ * needs search permission on each directory, a read needs read permission on the file,
+ * a listing read and search on the directory, a write write and search on the directory
+ * (the sticky bit's rule included) and write permission on the file it replaces.
  */
+import { constants, type ReadStream, type Stats } from 'node:fs';
+import {
+  lstat,
+  open,
+  readdir,
+  readFile,
+  readlink,
+  rename,
+  rm,
+  type FileHandle,
+} from 'node:fs/promises';
 import { guestId, hostId } from '../sandbox/userns.js';
-import { constants, type ReadStream } from 'node:fs';
-import { lstat, open, readdir, readlink, rename, rm, type FileHandle } from 'node:fs/promises';
 import {
   at,
+  need,
   openDir,
   openRegular,
   PathError,
@@ -19,6 +34,17 @@ import {
   SpecialFileError,
   specialKind,
 } from './confined.js';
+import {
+  imageGroups,
+  MAY_EXEC,
+  MAY_READ,
+  MAY_WRITE,
+  mayAccess,
+  mayReplace,
+  PermissionDeniedError,
+  userOfStatus,
+  type FileUser,
+} from './file-user.js';
 
 const { O_RDONLY, O_WRONLY, O_CREAT, O_EXCL, O_NOFOLLOW, O_DIRECTORY } = constants;
 
@@ -47,19 +73,43 @@ export class FileTooLargeError extends Error {
   }
 }
 
-/** The files of one machine, through the root of one of its processes. */
-export class GuestFiles {
-  private constructor(private readonly root: FileHandle) {}
+/** The most of the machine's /etc/passwd or /etc/group read to learn its user's groups. */
+const ACCOUNTS_CAP = 1024 * 1024;
 
-  /** Opens the root of process `pid` (a process of the machine, host pid). */
-  static of(pid: number): Promise<GuestFiles> {
-    return GuestFiles.atDir(`/proc/${pid}/root`);
+/** The files of one machine, through the root of one of its processes, as its user. */
+export class GuestFiles {
+  private constructor(
+    private readonly root: FileHandle,
+    /** Whom every operation acts as. */
+    readonly user: FileUser,
+  ) {}
+
+  /**
+   * Opens the root of process `pid` (a process of the machine, host pid), acting as the
+   * user of process `mainPid` (the machine's main process): its uid, gid, groups and
+   * capabilities, plus the groups the machine's /etc/group lists that user in.
+   */
+  static async of(pid: number, mainPid: number): Promise<GuestFiles> {
+    // No O_NOFOLLOW here: /proc/<pid>/root is itself a (magic) link, and it is ours to follow.
+    const root = await open(`/proc/${pid}/root`, O_RDONLY | O_DIRECTORY);
+    try {
+      const status = await readFile(`/proc/${mainPid}/status`, 'utf8');
+      const main = userOfStatus(status);
+      const [passwd, group] = await Promise.all([
+        accounts(root, '/etc/passwd'),
+        accounts(root, '/etc/group'),
+      ]);
+      const extra = imageGroups(passwd, group, guestId(main.uid)).map(hostId);
+      return new GuestFiles(root, userOfStatus(status, extra));
+    } catch (err) {
+      await root.close();
+      throw err;
+    }
   }
 
-  /** Opens the directory `dir` of the host as the root (tests, stopped machines). */
-  static async atDir(dir: string): Promise<GuestFiles> {
-    // No O_NOFOLLOW here: /proc/<pid>/root is itself a (magic) link, and it is ours to follow.
-    return new GuestFiles(await open(dir, O_RDONLY | O_DIRECTORY));
+  /** Opens the directory `dir` of the host as the root, acting as `user` (tests, stopped machines). */
+  static async atDir(dir: string, user: FileUser): Promise<GuestFiles> {
+    return new GuestFiles(await open(dir, O_RDONLY | O_DIRECTORY), user);
   }
 
   close(): Promise<void> {
@@ -69,14 +119,19 @@ export class GuestFiles {
   /**
    * A stream of the regular file at `path` and its size; throws FileTooLargeError past
    * `cap` bytes, SpecialFileError for a FIFO, socket or device (at once, never blocking),
-   * ProtectedPathError in the kernel's places. Symlinks on the way, and the file's own,
-   * are followed inside the root.
+   * ProtectedPathError in the kernel's places, PermissionDeniedError when the machine's
+   * user may not read it. Symlinks on the way, and the file's own, are followed inside
+   * the root.
    */
   async read(path: string, cap: number): Promise<{ size: number; stream: ReadStream }> {
-    const { parent, name } = await resolveParent(this.root, path);
+    const { parent, name } = await resolveParent(this.root, path, { user: this.user });
     try {
       if (name === undefined) throw new PathError('EISDIR', `${path} is a directory`);
       const { file, stats } = await openRegular(parent, name, path);
+      if (!mayAccess(stats, this.user, MAY_READ)) {
+        await file.close();
+        throw new PermissionDeniedError(path, 'read');
+      }
       if (stats.size > cap) {
         await file.close();
         throw new FileTooLargeError(stats.size, cap);
@@ -91,34 +146,36 @@ export class GuestFiles {
    * Writes `data` to `path` (missing directories made), replacing it atomically: the
    * bytes go to a new file beside it that is then renamed over it, so a reader never sees
    * half a file and a symlink in the file's place is replaced, never followed. Mode
-   * `mode`, owner `uid:gid` (the machine's user, as the machine numbers it). Returns the
-   * bytes written.
+   * `mode`; the file and the directories made belong to the machine's user. Returns the
+   * bytes written. The user must be able to write the directory and the file replaced;
+   * that is checked before the bytes are read and again just before the rename (between
+   * that last look and the rename, microseconds, the machine could put another file at
+   * the name; it would then be replaced).
    */
   async write(
     path: string,
     data: AsyncIterable<Buffer>,
-    opts: { mode: number; uid: number; gid: number; cap: number },
+    opts: { mode: number; cap: number },
   ): Promise<number> {
-    const owner = { uid: hostId(opts.uid), gid: hostId(opts.gid) };
+    const owner = { uid: this.user.uid, gid: this.user.gid };
     const { parent, name } = await resolveParent(this.root, path, {
       createDirs: true,
       followLast: false,
       owner,
-    });
+      user: this.user,
+    }).catch(readOnly(path));
     const temp = `.pier-upload-${process.pid}-${Date.now().toString(36)}`;
+    let made = false;
     try {
       if (name === undefined) throw new PathError('EISDIR', `${path} is a directory`);
-      const existing = await lstat(at(parent, name)).catch(() => undefined);
-      if (existing?.isDirectory()) throw new PathError('EISDIR', `${path} is a directory`);
-      // A FIFO, socket or device is never replaced (nor opened: the bytes go to a new file).
-      if (existing && !existing.isFile() && !existing.isSymbolicLink()) {
-        throw new SpecialFileError(path, specialKind(existing));
-      }
+      await need(parent, this.user, MAY_WRITE | MAY_EXEC, path, 'write');
+      await this.mayReplace(parent, name, path);
       const file = await open(
         at(parent, temp),
         O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW,
         opts.mode,
-      );
+      ).catch(readOnly(path));
+      made = true;
       let size = 0;
       try {
         for await (const chunk of data) {
@@ -132,25 +189,54 @@ export class GuestFiles {
       } finally {
         await file.close();
       }
-      await rename(at(parent, temp), at(parent, name));
+      await this.mayReplace(parent, name, path);
+      await rename(at(parent, temp), at(parent, name)).catch((err: NodeJS.ErrnoException) => {
+        // A file bound into the machine (its mount point cannot be renamed over).
+        if (err.code === 'EBUSY') throw new PermissionDeniedError(path, 'replace', 'a mount');
+        // An immutable or append-only file (or directory), which nobody in the machine may change.
+        if (err.code === 'EPERM') throw new PermissionDeniedError(path, 'replace', 'immutable');
+        throw err;
+      });
       return size;
     } catch (err) {
-      await rm(at(parent, temp), { force: true }).catch(() => {});
+      if (made) await rm(at(parent, temp), { force: true }).catch(() => {});
       throw err;
     } finally {
       await parent.close();
     }
   }
 
+  /**
+   * Throws unless the entry `name` of `parent` may be replaced by a new file: it is no
+   * directory nor special file, the user may write it, and the sticky bit allows it.
+   */
+  private async mayReplace(parent: FileHandle, name: string, path: string): Promise<void> {
+    const existing: Stats | undefined = await lstat(at(parent, name)).catch(() => undefined);
+    if (!existing) return;
+    if (existing.isDirectory()) throw new PathError('EISDIR', `${path} is a directory`);
+    // A FIFO, socket or device is never replaced (nor opened: the bytes go to a new file).
+    if (!existing.isFile() && !existing.isSymbolicLink()) {
+      throw new SpecialFileError(path, specialKind(existing));
+    }
+    if (existing.isFile() && !mayAccess(existing, this.user, MAY_WRITE)) {
+      throw new PermissionDeniedError(path, 'write');
+    }
+    if (!mayReplace(await parent.stat(), existing, this.user)) {
+      throw new PermissionDeniedError(path, 'replace', "the sticky directory's rule");
+    }
+  }
+
   /** The entries of the directory at `path`, sorted by name. */
   async list(path: string): Promise<DirEntry[]> {
-    const { parent, name } = await resolveParent(this.root, path);
+    const { parent, name } = await resolveParent(this.root, path, { user: this.user });
     let dir: FileHandle = parent;
     try {
       if (name !== undefined) {
         dir = await openDir(at(parent, name), path);
         await refusePseudo(dir, path);
       }
+      // Names need read permission, their types and sizes search permission.
+      await need(dir, this.user, MAY_READ | MAY_EXEC, path, 'list');
       const names = await readdir(`/proc/self/fd/${dir.fd}`);
       const entries: DirEntry[] = [];
       for (const n of names.sort()) {
@@ -183,5 +269,38 @@ export class GuestFiles {
       if (dir !== parent) await dir.close();
       await parent.close();
     }
+  }
+}
+
+/** A read-only file system refuses the machine's user too: said as a refusal, not a failure. */
+function readOnly(path: string) {
+  return (err: NodeJS.ErrnoException): never => {
+    if (err.code === 'EROFS') {
+      throw new PermissionDeniedError(path, 'write', 'a read-only file system');
+    }
+    throw err;
+  };
+}
+
+/**
+ * The text of the machine's account file `file` (its user's name and groups), read as
+ * host root through the same confined walk; empty when it is missing, odd or too large.
+ */
+async function accounts(root: FileHandle, file: string): Promise<string> {
+  try {
+    const { parent, name } = await resolveParent(root, file);
+    try {
+      if (name === undefined) return '';
+      const { file: h, stats } = await openRegular(parent, name, file);
+      try {
+        return stats.size > ACCOUNTS_CAP ? '' : await h.readFile('utf8');
+      } finally {
+        await h.close();
+      }
+    } finally {
+      await parent.close();
+    }
+  } catch {
+    return '';
   }
 }

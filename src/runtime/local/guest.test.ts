@@ -42,6 +42,8 @@ describe.skipIf(unavailable)(
               path: 'etc/passwd',
               content: 'root:x:0:0::/root:/bin/sh\nweb:x:1000:1000::/home/web:/bin/sh\n',
             },
+            // The user's home is its own (the files API writes as the machine's user).
+            { path: 'home/web/', uid: 1000, gid: 1000 },
           ],
         ],
         config: {
@@ -66,7 +68,7 @@ describe.skipIf(unavailable)(
 
     it('reads and writes the machine’s own view of its files', async () => {
       const guest = (await bed.runtime.guest(id))!;
-      const files = await GuestFiles.of(guest.initPid);
+      const files = await GuestFiles.of(guest.initPid, guest.mainPid);
       try {
         const { stream } = await files.read('/tmp/t', 1024);
         let text = '';
@@ -74,8 +76,6 @@ describe.skipIf(unavailable)(
         expect(text).toBe('secret-in-tmp\n');
         await files.write('/home/web/hello', Readable.from([Buffer.from('hi')]), {
           mode: 0o644,
-          uid: guest.uid,
-          gid: guest.gid,
           cap: 100,
         });
       } finally {

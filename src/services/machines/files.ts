@@ -6,8 +6,10 @@
  * capped at FILE_CAP_BYTES (413 `too-large`); a write lands atomically and belongs to
  * the machine's user. A suspended machine is not woken: its files are read from the host.
  * The kernel's places (`/proc`, `/sys`, `/dev`, any pseudo file system) are 403
- * `forbidden`, since pier reads as host root; a FIFO, socket or device is 422
- * `unprocessable`, answered at once (nothing here waits on a file the machine controls).
+ * `forbidden`; a FIFO, socket or device is 422 `unprocessable`, answered at once (nothing
+ * here waits on a file the machine controls). Every operation acts as the machine's user
+ * (the user of its main process): what that user may not do is 403
+ * `file-permission-denied`.
  */
 import type { ReadStream } from 'node:fs';
 import { ApiError, badRequest } from '../../errors/api-error.js';
@@ -17,8 +19,8 @@ import {
   ProtectedPathError,
   SpecialFileError,
 } from '../../runtime/files/confined.js';
+import { PermissionDeniedError } from '../../runtime/files/file-user.js';
 import { FileTooLargeError, GuestFiles, type DirEntry } from '../../runtime/files/guest-files.js';
-import type { GuestProcess } from '../../runtime/runtime.js';
 import type { ServiceContext } from '../context.js';
 import { guestMachine, reachGuest } from './guest-access.js';
 
@@ -30,15 +32,15 @@ async function withFiles<T>(
   ctx: ServiceContext,
   orgId: string,
   id: string,
-  fn: (files: GuestFiles, guest: GuestProcess) => Promise<T>,
+  fn: (files: GuestFiles) => Promise<T>,
 ): Promise<T> {
   const row = await guestMachine(ctx, orgId, id);
   const guest = await reachGuest(ctx, row, { wake: false });
-  const files = await GuestFiles.of(guest.initPid).catch(() => {
+  const files = await GuestFiles.of(guest.initPid, guest.mainPid).catch(() => {
     throw new ApiError('machine-stopped', `Machine ${id} is not running; start it first.`);
   });
   try {
-    return await fn(files, guest);
+    return await fn(files);
   } catch (err) {
     throw asApiError(err, id);
   } finally {
@@ -51,6 +53,9 @@ function asApiError(err: unknown, id: string): unknown {
     return badRequest([{ path: 'path', message: "leads outside the machine's filesystem" }]);
   }
   if (err instanceof ProtectedPathError) return new ApiError('forbidden', `${err.message}.`);
+  if (err instanceof PermissionDeniedError) {
+    return new ApiError('file-permission-denied', `${err.message}.`, { action: err.action });
+  }
   if (err instanceof SpecialFileError) return new ApiError('unprocessable', `${err.message}.`);
   if (err instanceof FileTooLargeError) {
     return new ApiError('too-large', `${err.message}.`, { limit: err.cap });
@@ -79,13 +84,8 @@ export function writeGuestFile(
   body: AsyncIterable<Buffer>,
   mode: number,
 ): Promise<{ path: string; size: number }> {
-  return withFiles(ctx, orgId, id, async (files, guest) => {
-    const size = await files.write(path, body, {
-      mode,
-      uid: guest.uid,
-      gid: guest.gid,
-      cap: FILE_CAP_BYTES,
-    });
+  return withFiles(ctx, orgId, id, async (files) => {
+    const size = await files.write(path, body, { mode, cap: FILE_CAP_BYTES });
     return { path, size };
   });
 }
