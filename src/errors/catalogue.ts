@@ -184,6 +184,10 @@ export const errorCatalogue = {
     status: 429,
     message: 'The machine has as many shell sessions as allowed.',
   },
+  'too-many-tunnels': {
+    status: 429,
+    message: 'The database, or the organization, has as many tunnels open as allowed.',
+  },
   'host-unavailable': { status: 503, message: 'The host is unreachable.' },
   'audit-unavailable': {
     status: 503,
