@@ -5,15 +5,17 @@
  * running the real psql and redis-cli with arguments passed through, through the API's
  * database tunnel (a real WebSocket), which refuses whoever may not use the database.
  */
+import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { mkdir, readFile, stat, writeFile } from 'node:fs/promises';
 import type { IncomingMessage } from 'node:http';
+import net from 'node:net';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { clientCommand } from '../../src/cli/client/db-connect.js';
 import { type TestOrg, type TestPlatform } from '../helpers/platform.js';
-import { pierWith, startCliBed, type CliBed } from './run-cli.js';
+import { cleanEnv, ENTRY, pierWith, startCliBed, type CliBed } from './run-cli.js';
 
 let tp: TestPlatform;
 let org: TestOrg;
@@ -250,6 +252,33 @@ describe('the database tunnel', () => {
       }),
     ]);
   });
+
+  it('pier db proxy carries each local connection; a refused tunnel is explained', async () => {
+    const child = spawn(process.execPath, [...ENTRY, 'db', 'proxy', 'main'], {
+      env: cleanEnv(env),
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    try {
+      const [line] = (await once(child.stdout, 'data')) as [Buffer];
+      const port = Number(/^127\.0\.0\.1:(\d+)$/m.exec(line.toString())?.[1]);
+      for (let i = 0; i < 2; i++) {
+        const sock = net.connect(port, '127.0.0.1');
+        sock.write(SSL_REQUEST);
+        const [answer] = (await once(sock, 'data')) as [Buffer];
+        expect(answer.toString()).toBe('S');
+        sock.destroy();
+      }
+    } finally {
+      child.kill('SIGTERM');
+      if (child.exitCode === null) await once(child, 'exit');
+    }
+    const reader = await newKey({ name: 'reader-cli', scopes: ['read'] });
+    const refused = await pier(['db', 'connect', 'main', '--', '-c', 'select 1'], {
+      env: { PIER_API_KEY: reader.token },
+    });
+    expect(refused.code).not.toBe(0);
+    expect(refused.stderr).toMatch(/^pier: the tunnel to main was refused: .*\(token-scope\)$/m);
+  }, 60_000);
 
   it('closes an open tunnel within 2 s of its key being revoked', async () => {
     const key = await newKey({ name: 'to-revoke' });

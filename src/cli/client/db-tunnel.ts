@@ -44,10 +44,13 @@ export async function listenTunnel(
   report: (line: string) => void,
 ): Promise<TunnelListener> {
   const open = new Set<net.Socket>();
+  const tunnels = new Set<WebSocket>();
   const server = net.createServer({ pauseOnConnect: true, noDelay: true }, (local) => {
     open.add(local);
     local.once('close', () => open.delete(local));
-    carry(target, local, report);
+    const ws = carry(target, local, report);
+    tunnels.add(ws);
+    ws.once('close', () => tunnels.delete(ws));
   });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
@@ -61,13 +64,16 @@ export async function listenTunnel(
     close: () =>
       new Promise<void>((resolve) => {
         for (const s of open) s.destroy();
+        // Cut at once: a closing handshake the server is slow to answer would keep the
+        // CLI alive after its client exited, with nothing left to carry.
+        for (const ws of tunnels) ws.terminate();
         server.close(() => resolve());
       }),
   };
 }
 
 /** Splices one local connection with its tunnel; each side is read only while the other keeps up. */
-function carry(target: TunnelTarget, local: net.Socket, report: (line: string) => void): void {
+function carry(target: TunnelTarget, local: net.Socket, report: (line: string) => void): WebSocket {
   const ws = new WebSocket(tunnelUrl(target), {
     headers: { authorization: `Bearer ${target.apiKey}` },
     perMessageDeflate: false,
@@ -85,11 +91,14 @@ function carry(target: TunnelTarget, local: net.Socket, report: (line: string) =
     end();
   });
   ws.once('unexpected-response', (_req, res: IncomingMessage) => {
-    readAnswer(res).then(
-      (err) => report(`the tunnel to ${target.name} was refused: ${err.message} (${err.code})`),
-      (err: Error) => report(`the tunnel answer broke off: ${err.message}`),
-    );
-    end();
+    // The client is cut only once the reason is out: it exits as soon as it is, and the
+    // reason must come before (and whatever) it says.
+    readAnswer(res)
+      .then(
+        (err) => report(`the tunnel to ${target.name} was refused: ${err.message} (${err.code})`),
+        (err: Error) => report(`the tunnel answer broke off: ${err.message}`),
+      )
+      .finally(end);
   });
   ws.once('open', () => {
     local.on('data', (chunk: Buffer) => {
@@ -118,6 +127,7 @@ function carry(target: TunnelTarget, local: net.Socket, report: (line: string) =
     if (ws.readyState === WebSocket.OPEN) ws.close(1000, 'client-closed');
     else if (ws.readyState === WebSocket.CONNECTING) ws.terminate();
   });
+  return ws;
 }
 
 function safeJson(text: string): Record<string, unknown> | undefined {
