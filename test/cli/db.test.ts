@@ -14,6 +14,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { clientCommand } from '../../src/cli/client/db-connect.js';
+import { TUNNEL_LIMITS } from '../../src/services/databases/tunnels.js';
 import { type TestOrg, type TestPlatform } from '../helpers/platform.js';
 import { cleanEnv, ENTRY, pierWith, startCliBed, type CliBed } from './run-cli.js';
 
@@ -279,6 +280,28 @@ describe('the database tunnel', () => {
     expect(refused.code).not.toBe(0);
     expect(refused.stderr).toMatch(/^pier: the tunnel to main was refused: .*\(token-scope\)$/m);
   }, 60_000);
+
+  it('bounds tunnels: a database over its count answers 429, an idle tunnel is closed', async () => {
+    const saved = { ...TUNNEL_LIMITS };
+    Object.assign(TUNNEL_LIMITS, { perDatabase: 1, idleMs: 500 });
+    try {
+      const first = await openTunnel('main', org.token);
+      const second = await openTunnel('main', org.token);
+      expect([second.status, second.body?.code, second.body?.limit]).toEqual([
+        429,
+        'too-many-tunnels',
+        1,
+      ]);
+      const [code, reason] = (await once(first.ws!, 'close')) as [number, Buffer];
+      expect([code, reason.toString()]).toEqual([1000, 'idle']);
+      // Its place is given back: the next one opens.
+      const third = await openTunnel('main', org.token);
+      expect(third.ws).toBeDefined();
+      third.ws!.close();
+    } finally {
+      Object.assign(TUNNEL_LIMITS, saved);
+    }
+  });
 
   it('closes an open tunnel within 2 s of its key being revoked', async () => {
     const key = await newKey({ name: 'to-revoke' });
