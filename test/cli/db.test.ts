@@ -201,6 +201,12 @@ describe('the database tunnel', () => {
     expect(plain.body.code).toBe('upgrade-required');
   });
 
+  it('dials the front itself with --direct (here: on the host, which the front serves)', async () => {
+    const direct = await pier(['db', 'connect', 'main', '--direct', '--', '-tA', '-c', 'select 2']);
+    expect(direct.code, direct.stderr).toBe(0);
+    expect(direct.stdout).toBe('2\n');
+  });
+
   it("answers another organization's database exactly like a missing one", async () => {
     const other = await tp.createOrg();
     const theirs = await openTunnel('main', other.token);
