@@ -102,6 +102,12 @@ export const configSchema = z.object({
     .string()
     .regex(/^\d{1,5}-\d{1,5}$/, 'must be FROM-TO')
     .default('20000-29999'),
+  /**
+   * Database fronts serve anyone who reaches their port (as before issue 13). Off (the
+   * default), a front serves only the host itself and the machines' network, and people
+   * connect through the API's tunnel (`pier db connect`, engines/front/client-policy.ts).
+   */
+  publicDatabaseFronts: z.boolean().default(false),
   /** The machines' private network: a bridge of this name with this IPv4 network. */
   machinesBridge: z
     .string()
@@ -225,6 +231,7 @@ export function configFromEnv(env: NodeJS.ProcessEnv): ConfigInput {
     storagePoolGb: num('PIER_STORAGE_POOL_GB'),
     pitrWindowDays: num('PIER_PITR_WINDOW_DAYS'),
     databasePorts: pick('PIER_DATABASE_PORTS'),
+    publicDatabaseFronts: pick('PIER_PUBLIC_DATABASE_FRONTS') === '1',
     machinesBridge: pick('PIER_MACHINES_BRIDGE'),
     machinesCidr: pick('PIER_MACHINES_CIDR'),
     servicesHost: pick('PIER_SERVICES_HOST'),

@@ -197,6 +197,10 @@ export const errorCatalogue = {
   'host-timeout': { status: 504, message: 'The host did not answer in time.' },
 
   // pier: codes of our own design, documented in docs/api.md
+  'too-many-tunnels': {
+    status: 429,
+    message: 'The database, or the organization, has as many tunnels open as allowed.',
+  },
   'method-not-allowed': { status: 405, message: 'This route does not take that method.' },
   'unsupported-media-type': { status: 415, message: 'The body must be JSON.' },
   'authorization-pending': {

@@ -2,14 +2,21 @@
  * `pier db …` against a real pier with real PostgreSQL and Redis servers: create with a
  * saved URL (0600), list and show never printing it, branch with progress, the one-time
  * copy URL, fork --no-wait, restore, delete, `--json`, the error paths, and `connect`
- * running the real psql and redis-cli with arguments passed through.
+ * running the real psql and redis-cli with arguments passed through, through the API's
+ * database tunnel (a real WebSocket), which refuses whoever may not use the database.
  */
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { mkdir, readFile, stat, writeFile } from 'node:fs/promises';
+import type { IncomingMessage } from 'node:http';
+import net from 'node:net';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import WebSocket from 'ws';
 import { clientCommand } from '../../src/cli/client/db-connect.js';
+import { TUNNEL_LIMITS } from '../../src/services/databases/tunnels.js';
 import { type TestOrg, type TestPlatform } from '../helpers/platform.js';
-import { pierWith, startCliBed, type CliBed } from './run-cli.js';
+import { cleanEnv, ENTRY, pierWith, startCliBed, type CliBed } from './run-cli.js';
 
 let tp: TestPlatform;
 let org: TestOrg;
@@ -151,6 +158,174 @@ describe('pier db connect', () => {
       `postgresql://app@h:5/app?sslmode=verify-ca&sslrootcert=${encodeURIComponent(path.resolve('ca.pem'))}`,
     );
     expect(pg.env).toEqual({ PGPASSWORD: 'pw' });
+  });
+});
+
+/** A raw tunnel WebSocket: the open socket, or the refusal's status and body. */
+async function openTunnel(
+  name: string,
+  token: string,
+): Promise<{ ws?: WebSocket; status?: number; body?: any }> {
+  const url = `${tp.url.replace(/^http/, 'ws')}/v1/resources/${name}/tunnel`;
+  const ws = new WebSocket(url, { headers: { authorization: `Bearer ${token}` } });
+  return new Promise((resolve, reject) => {
+    ws.once('open', () => resolve({ ws }));
+    ws.once('error', reject);
+    ws.once('unexpected-response', (_req, res: IncomingMessage) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => {
+        resolve({ status: res.statusCode, body: JSON.parse(Buffer.concat(chunks).toString()) });
+        ws.terminate();
+      });
+    });
+  });
+}
+
+async function newKey(body: Record<string, unknown>): Promise<{ id: string; token: string }> {
+  const res = await tp.request('POST', '/v1/tokens', { token: org.token, body });
+  expect(res.status, JSON.stringify(res.body)).toBe(201);
+  return res.body;
+}
+
+// PostgreSQL's SSLRequest: a server answers one byte, 'S' (it does TLS).
+const SSL_REQUEST = Buffer.from([0, 0, 0, 8, 4, 210, 22, 47]);
+
+describe('the database tunnel', () => {
+  it('carries redis-cli through `pier db connect` (PING) and answers 426 without an upgrade', async () => {
+    const ping = await pier(['db', 'connect', 'cache', '--', 'PING']);
+    expect(ping.code, ping.stderr).toBe(0);
+    expect(ping.stdout).toBe('PONG\n');
+    const plain = await tp.request('GET', '/v1/resources/main/tunnel', { token: org.token });
+    expect(plain.status).toBe(426);
+    expect(plain.body.code).toBe('upgrade-required');
+  });
+
+  it('dials the front itself with --direct (here: on the host, which the front serves)', async () => {
+    const direct = await pier(['db', 'connect', 'main', '--direct', '--', '-tA', '-c', 'select 2']);
+    expect(direct.code, direct.stderr).toBe(0);
+    expect(direct.stdout).toBe('2\n');
+  });
+
+  it("answers another organization's database exactly like a missing one", async () => {
+    const other = await tp.createOrg();
+    const theirs = await openTunnel('main', other.token);
+    const missing = await openTunnel('nosuch', org.token);
+    expect(theirs.status).toBe(404);
+    expect(theirs.body.code).toBe('not-found');
+    expect(missing.status).toBe(404);
+    expect(theirs.body.error.replace('main', 'X')).toBe(missing.body.error.replace('nosuch', 'X'));
+  });
+
+  it('refuses a read-only key, an app-limited agent and a production agent without prodDataRead', async () => {
+    await tp.request('POST', '/v1/apps', { token: org.token, body: { name: 'tunnel-web' } });
+    const reader = await newKey({ name: 'reader', scopes: ['read'] });
+    const limited = await newKey({
+      name: 'limited',
+      agent: { class: 'sandbox', apps: ['tunnel-web'] },
+    });
+    const prod = await newKey({ name: 'prod', agent: { class: 'production' } });
+    const cases: [string, number, string][] = [
+      [reader.token, 403, 'token-scope'],
+      [limited.token, 403, 'agent-token-app-scope'],
+      [prod.token, 403, 'agent-token-production-data'],
+    ];
+    for (const [token, status, code] of cases) {
+      const res = await openTunnel('main', token);
+      expect(res.ws, code).toBeUndefined();
+      expect([res.status, res.body.code]).toEqual([status, code]);
+    }
+  });
+
+  it('lets a production agent with prodDataRead through, and audits its tunnels', async () => {
+    const agent = await newKey({
+      name: 'prod-reader',
+      agent: { class: 'production', prodDataRead: true },
+    });
+    const { ws } = await openTunnel('main', agent.token);
+    expect(ws).toBeDefined();
+    ws!.send(SSL_REQUEST);
+    const [answer] = (await once(ws!, 'message')) as [Buffer];
+    expect(answer.toString()).toBe('S');
+    ws!.close();
+    const audit = await tp.request('GET', `/v1/agent-actions?token=${agent.id}`, {
+      token: org.token,
+    });
+    expect(audit.body).toEqual([
+      expect.objectContaining({
+        route: '/v1/resources/:name/tunnel',
+        path: '/v1/resources/main/tunnel',
+        verdict: 'allowed',
+      }),
+    ]);
+  });
+
+  it('pier db proxy carries each local connection; a refused tunnel is explained', async () => {
+    const child = spawn(process.execPath, [...ENTRY, 'db', 'proxy', 'main'], {
+      env: cleanEnv(env),
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    try {
+      const [line] = (await once(child.stdout, 'data')) as [Buffer];
+      const port = Number(/^127\.0\.0\.1:(\d+)$/m.exec(line.toString())?.[1]);
+      for (let i = 0; i < 2; i++) {
+        const sock = net.connect(port, '127.0.0.1');
+        sock.write(SSL_REQUEST);
+        const [answer] = (await once(sock, 'data')) as [Buffer];
+        expect(answer.toString()).toBe('S');
+        sock.destroy();
+      }
+    } finally {
+      child.kill('SIGTERM');
+      if (child.exitCode === null) await once(child, 'exit');
+    }
+    const reader = await newKey({ name: 'reader-cli', scopes: ['read'] });
+    const refused = await pier(['db', 'connect', 'main', '--', '-c', 'select 1'], {
+      env: { PIER_API_KEY: reader.token },
+    });
+    expect(refused.code).not.toBe(0);
+    expect(refused.stderr).toMatch(/^pier: the tunnel to main was refused: .*\(token-scope\)$/m);
+  }, 60_000);
+
+  it('bounds tunnels: a database over its count answers 429, an idle tunnel is closed', async () => {
+    const saved = { ...TUNNEL_LIMITS };
+    Object.assign(TUNNEL_LIMITS, { perDatabase: 1, idleMs: 500 });
+    try {
+      const first = await openTunnel('main', org.token);
+      const second = await openTunnel('main', org.token);
+      expect([second.status, second.body?.code, second.body?.limit]).toEqual([
+        429,
+        'too-many-tunnels',
+        1,
+      ]);
+      const [code, reason] = (await once(first.ws!, 'close')) as [number, Buffer];
+      expect([code, reason.toString()]).toEqual([1000, 'idle']);
+      // Its place is given back: the next one opens.
+      const third = await openTunnel('main', org.token);
+      expect(third.ws).toBeDefined();
+      third.ws!.close();
+    } finally {
+      Object.assign(TUNNEL_LIMITS, saved);
+    }
+  });
+
+  it('closes an open tunnel within 2 s of its key being revoked', async () => {
+    const key = await newKey({ name: 'to-revoke' });
+    const { ws } = await openTunnel('main', key.token);
+    ws!.send(SSL_REQUEST);
+    await once(ws!, 'message');
+    const frames: string[] = [];
+    ws!.on('message', (d: Buffer, binary: boolean) => {
+      if (!binary) frames.push(d.toString());
+    });
+    const closed = once(ws!, 'close') as Promise<[number, Buffer]>;
+    const revokedAt = Date.now();
+    const del = await tp.request('DELETE', `/v1/tokens/${key.id}`, { token: org.token });
+    expect(del.status).toBeLessThan(300);
+    const [code, reason] = await closed;
+    expect(Date.now() - revokedAt).toBeLessThan(2_000);
+    expect([code, reason.toString()]).toEqual([1008, 'revoked']);
+    expect(JSON.parse(frames[0]!)).toMatchObject({ type: 'error', reason: 'revoked' });
   });
 });
 

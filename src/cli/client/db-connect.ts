@@ -1,6 +1,8 @@
 /**
- * `pier db url|connect`: getting a copy's one-time URL, and opening `psql` or
- * `redis-cli` on a database. The client runs with an argument array (no shell), the
+ * `pier db url|connect|proxy`: getting a copy's one-time URL, opening `psql` or
+ * `redis-cli` on a database, and a local port that reaches it. A database's front serves
+ * only its host and the machines' network, so `connect` and `proxy` go through the API's
+ * tunnel (db-tunnel.ts) unless `--direct` says the front is reachable. The client runs with an argument array (no shell), the
  * terminal handed straight to it, and its exit code passed on. The password goes to the
  * client through its environment variable, not its arguments: any local user can read
  * another's command line in /proc, but not their environment.
@@ -15,6 +17,7 @@ import { type CommonOptions, connect, withCommonOptions } from './connect.js';
 import { note } from './db-common.js';
 import type { CopyUrl } from './db-types.js';
 import { savedUrl, saveUrl } from './db-url-store.js';
+import { listenTunnel, type TunnelTarget } from './db-tunnel.js';
 import { CliError, action } from './errors.js';
 import { printJson, say } from './output.js';
 
@@ -26,6 +29,12 @@ interface ConnectOptions {
   apiUrl?: string;
   url?: string;
   caFile?: string;
+  direct?: boolean;
+}
+
+interface ProxyOptions {
+  apiUrl?: string;
+  port?: string;
 }
 
 /** A database client to run: the program, its arguments and extra environment. */
@@ -37,7 +46,7 @@ export interface ClientCommand {
   install: string;
 }
 
-/** Registers `pier db url` and `pier db connect`. */
+/** Registers `pier db url`, `pier db connect` and `pier db proxy`. */
 export function registerDbConnect(db: Command): void {
   withCommonOptions(
     db.command('url').description("hand out a branch's or fork's URL; works once per copy"),
@@ -67,10 +76,15 @@ export function registerDbConnect(db: Command): void {
     .option('--api-url <url>', 'API address the saved URL belongs to (default as for the others)')
     .option('--url <url>', 'connect with this URL instead of the saved one')
     .option('--ca-file <pem>', "verify the server's certificate against this CA (the platform CA)")
+    .option(
+      '--direct',
+      "dial the URL's host instead of tunnelling through the API (on the host, or public fronts)",
+    )
     .addHelpText('after', '\nExample:\n  pier db connect main -- -c "select 1"')
     .action(
       action(async (name: string, extra: string[], opts: ConnectOptions) => {
-        const url = opts.url ?? (await savedUrl((await resolveSettings(opts)).apiUrl, name));
+        const settings = await resolveSettings(opts);
+        const url = opts.url ?? (await savedUrl(settings.apiUrl, name));
         if (url === undefined) {
           throw new CliError(
             `no saved URL for ${name}. Pass --url, or save one: a branch or fork with ` +
@@ -78,9 +92,77 @@ export function registerDbConnect(db: Command): void {
               'is created (`pier db create … --save` keeps it).',
           );
         }
-        process.exitCode = await run(clientCommand(url, extra, opts.caFile));
+        if (opts.direct) {
+          process.exitCode = await run(clientCommand(url, extra, opts.caFile));
+          return;
+        }
+        // The URL's credentials and options, dialed at the tunnel's local end. TLS still
+        // runs end to end with the server: require, or verify-ca with --ca-file (the
+        // certificate names the services host, never 127.0.0.1).
+        const tunnel = await listenTunnel(tunnelTarget(settings, name), 0, (line) =>
+          note(`pier: ${line}`),
+        );
+        try {
+          const local = atLocalPort(url, tunnel.port);
+          process.exitCode = await run(clientCommand(local, extra, opts.caFile));
+        } finally {
+          await tunnel.close();
+        }
       }),
     );
+
+  db.command('proxy')
+    .description('listen on 127.0.0.1 and carry each connection to a database through the API')
+    .argument('<name>', 'database name')
+    .option('--api-url <url>', 'API address (default: PIER_API_URL, else the one saved by login)')
+    .option('--port <n>', 'local port (default: a free one)', '0')
+    .addHelpText(
+      'after',
+      "\nThen point any client at 127.0.0.1 and the port, with the database URL's user,\n" +
+        'password and TLS (sslmode=require). Ctrl-C stops it.',
+    )
+    .action(
+      action(async (name: string, opts: ProxyOptions) => {
+        const port = Number(opts.port ?? '0');
+        if (!Number.isInteger(port) || port < 0 || port > 65535) {
+          throw new CliError(`--port must be a TCP port (0-65535), not ${opts.port}`);
+        }
+        const settings = await resolveSettings(opts);
+        const tunnel = await listenTunnel(tunnelTarget(settings, name), port, (line) =>
+          note(`pier: ${line}`),
+        );
+        // stdout holds only the address, for scripts; the rest is a note.
+        say(`127.0.0.1:${tunnel.port}`);
+        note(`Carrying connections on 127.0.0.1:${tunnel.port} to ${name}; Ctrl-C stops.`);
+        await new Promise<void>((resolve) => {
+          const stop = () => resolve();
+          process.once('SIGINT', stop);
+          process.once('SIGTERM', stop);
+        });
+        await tunnel.close();
+      }),
+    );
+}
+
+/** Where tunnels go and as whom, or a hint on how to get a key. */
+function tunnelTarget(settings: { apiUrl: string; apiKey?: string }, name: string): TunnelTarget {
+  if (!settings.apiKey) {
+    throw new CliError(`no API key for ${settings.apiUrl}; run \`pier login\` or set PIER_API_KEY`);
+  }
+  return { apiUrl: settings.apiUrl, apiKey: settings.apiKey, name };
+}
+
+/** The URL with its host and port replaced by the tunnel's local end. */
+export function atLocalPort(url: string, port: number): string {
+  let u: URL;
+  try {
+    u = new URL(url);
+  } catch {
+    throw new CliError('the URL does not parse');
+  }
+  u.hostname = '127.0.0.1';
+  u.port = String(port);
+  return u.toString();
 }
 
 /** The client for a URL: psql for postgres(ql)://, redis-cli for redis(s)://. */

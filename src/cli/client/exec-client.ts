@@ -224,7 +224,7 @@ export function exitCodeOf(exit: ExecExit): number {
 }
 
 /** A refused upgrade's body as the API client would report it. */
-async function readAnswer(res: IncomingMessage) {
+export async function readAnswer(res: IncomingMessage) {
   const chunks: Buffer[] = [];
   for await (const chunk of res) chunks.push(chunk as Buffer);
   const text = Buffer.concat(chunks).toString('utf8');

@@ -5,6 +5,7 @@
  * wake it when a client connects or sends on a connection it kept open.
  */
 import net from 'node:net';
+import type { AdmitPeer } from './client-policy.js';
 import { Link, type Activity, type FrontErrorPhase, type LinkContext } from './link.js';
 
 export type { FrontErrorPhase } from './link.js';
@@ -43,6 +44,13 @@ export interface TcpFrontOptions {
    * database awake. 0 disables it.
    */
   clientKeepAliveMs?: number;
+  /**
+   * Whether a peer may connect (client-policy.ts: the host and the machines' network);
+   * absent, everyone may. A refused peer is reset before a byte is read or a database
+   * woken, counted in `refusedConnections` and reported to `onRefused`.
+   */
+  admit?: AdmitPeer;
+  onRefused?: (remoteAddress: string | undefined) => void;
 }
 
 function checkPort(port: number, allowZero: boolean): number {
@@ -62,6 +70,7 @@ export class TcpFront {
   private boundPort: number | undefined;
   private closing = false;
   private closed: Promise<void> | undefined;
+  private refused = 0;
 
   constructor(private readonly opts: TcpFrontOptions) {
     checkPort(opts.port, true);
@@ -136,6 +145,11 @@ export class TcpFront {
     return this.links.size;
   }
 
+  /** Connections refused by `admit` since the front opened. */
+  get refusedConnections(): number {
+    return this.refused;
+  }
+
   /** Time (ms since the epoch) of the last byte either way, or the last open or close. */
   get lastActivityAt(): number {
     return this.activity.at;
@@ -171,6 +185,16 @@ export class TcpFront {
   private accept(client: net.Socket): void {
     if (this.closing) {
       client.destroy();
+      return;
+    }
+    const peer = client.remoteAddress;
+    if (this.opts.admit && !this.opts.admit(peer)) {
+      // A reset, not a FIN: the peer learns at once that it is refused, and a refused
+      // peer never wakes the database nor counts as its activity.
+      this.refused++;
+      client.on('error', () => {});
+      client.resetAndDestroy();
+      this.opts.onRefused?.(peer);
       return;
     }
     const link = new Link(client, this.ctx);

@@ -25,6 +25,7 @@ import {
   type InstanceSpec,
   type ReplicatingEngine,
 } from '../engine.js';
+import { frontClientPolicy, type AdmitPeer } from '../front/client-policy.js';
 import { TcpFront } from '../front/tcp-front.js';
 import { PostgresEngine } from '../postgres/index.js';
 import { RedisEngine } from '../redis/index.js';
@@ -66,6 +67,8 @@ export class LocalDatabaseRuntime implements DatabaseRuntime {
   private readonly live = new Map<string, LiveDatabase>();
   private readonly engines: Record<DatabaseKind, DatabaseEngine>;
   private readonly range: PortRange;
+  /** Who a front serves: the host and the machines' network (or all, when made public). */
+  private readonly admitPeer: AdmitPeer;
   private envPromise: Promise<EngineEnv> | undefined;
   /** One OS user per database (docs/architecture.md, "Identities"). */
   readonly identities: ServerIdentities;
@@ -77,6 +80,10 @@ export class LocalDatabaseRuntime implements DatabaseRuntime {
   constructor(private readonly opts: LocalDatabaseRuntimeOptions) {
     this.engines = { postgres: new PostgresEngine(), redis: new RedisEngine() };
     this.range = parsePortRange(opts.config.databasePorts);
+    this.admitPeer = frontClientPolicy({
+      machinesCidr: opts.config.machinesCidr,
+      public: opts.config.publicDatabaseFronts,
+    });
     this.identities = new ServerIdentities(opts.config.databaseUserPrefix);
   }
 
@@ -199,6 +206,9 @@ export class LocalDatabaseRuntime implements DatabaseRuntime {
         beforeTraffic: () => (live.power === 'running' ? undefined : this.wake(live)),
         onError: (err, phase) =>
           this.opts.log.debug({ err, databaseId, phase }, 'database front connection failed'),
+        admit: this.admitPeer,
+        onRefused: (peer) =>
+          this.opts.log.info({ databaseId, peer }, 'database front refused an outside client'),
       });
       try {
         await front.listen();

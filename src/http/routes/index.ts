@@ -12,6 +12,7 @@ import { bucketObjectRoutes } from './buckets/objects.js';
 import { billingRoutes } from './billing/credits.js';
 import { consoleRoutes } from './console/sign-in.js';
 import { databaseRoutes } from './databases/databases.js';
+import { databaseTunnelRoutes } from './databases/tunnel.js';
 import { caRoutes } from './admin/ca.js';
 import { volumeRoutes } from './volumes/volumes.js';
 import { machineRoutes } from './machines/machines.js';
@@ -42,6 +43,7 @@ export async function registerRoutes(app: FastifyInstance, deps: AppDeps): Promi
     bucketCredentialRoutes,
     billingRoutes,
     databaseRoutes,
+    databaseTunnelRoutes,
     caRoutes,
     volumeRoutes,
     machineRoutes,
