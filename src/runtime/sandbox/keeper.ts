@@ -41,6 +41,7 @@ import {
   type SandboxRecord,
   type StartMessage,
 } from './protocol.js';
+import { runArgv } from './runtimes.js';
 
 const say = (msg: KeeperMessage) => {
   if (process.connected) process.send?.(msg);
@@ -81,8 +82,9 @@ function fail(message: string): void {
 
 /** `runc delete --force`: kills whatever is left of the sandbox and forgets its state. */
 function deleteContainer(msg: StartMessage): void {
+  const [binary, ...global] = msg.command as [string, ...string[]];
   try {
-    execFileSync(msg.runc, ['--root', msg.runcRoot, 'delete', '--force', msg.id], {
+    execFileSync(binary, [...global, 'delete', '--force', msg.id], {
       stdio: 'ignore',
       timeout: 10_000,
     });
@@ -129,8 +131,18 @@ async function start(msg: StartMessage): Promise<void> {
   const pidFile = path.join(msg.bundle, 'init.pid');
   rmSync(pidFile, { force: true });
   writeFileSync(configFile, JSON.stringify(msg.config), { mode: 0o600 });
-  const args = ['--root', msg.runcRoot, 'run', '--bundle', msg.bundle, '--pid-file', pidFile];
-  const child = spawn(msg.runc, [...args, msg.id], {
+  const procDir = path.join(msg.bundle, 'proc');
+  mkdirSync(procDir, { recursive: true, mode: 0o700 });
+  const netns = msg.config.linux.namespaces.find((n) => n.type === 'network')?.path;
+  const argv = runArgv(msg.runtime, msg.command, {
+    id: msg.id,
+    bundle: msg.bundle,
+    pidFile,
+    procDir,
+    ...(netns === undefined ? {} : { netns }),
+  });
+  const [binary, ...args] = argv as [string, ...string[]];
+  const child = spawn(binary, args, {
     stdio: ['ignore', fifos[0]?.write, fifos[1]?.write],
     env: { PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' },
     cwd: '/',
@@ -150,7 +162,7 @@ async function start(msg: StartMessage): Promise<void> {
   const exited = new Promise<ExitStatus>((resolve) => {
     child.once('exit', (code, signal) => resolve(exitStatus(code, signal)));
     child.once('error', (err) => {
-      note(`spawn ${msg.runc}: ${err.message}`);
+      note(`spawn ${binary}: ${err.message}`);
       resolve(exitStatus(127, null));
     });
   });
@@ -163,7 +175,10 @@ async function start(msg: StartMessage): Promise<void> {
   if (initPid === undefined) throw new Error('runc ended before it started the sandbox');
   // A process that ended at once still started: its exit status tells the rest.
   init = (await procRef(initPid)) ?? { pid: initPid, start: 0 };
-  const main = await findMain(init.pid, () => over);
+  // Under runsc the pid is the Sentry's: the machine's processes are gVisor's, not the
+  // host's, and the Sentry's children are its ptrace stubs. It is the machine's process
+  // as far as the host can tell (it lives as long as the machine's init does).
+  const main = msg.runtime === 'runsc' ? init : await findMain(init.pid, () => over);
   const [keeper, runc] = [await procRef(process.pid), await procRef(child.pid as number)];
   const record: SandboxRecord = {
     id: msg.id,
@@ -171,6 +186,7 @@ async function start(msg: StartMessage): Promise<void> {
     cgroup: msg.cgroup,
     keeper: keeper as ProcRef,
     runtime: runc ?? { pid: child.pid as number, start: 0 },
+    runtimeName: msg.runtime,
     init,
     ...(main ? { main } : {}),
     startedAt: new Date().toISOString(),
