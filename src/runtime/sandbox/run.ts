@@ -11,6 +11,7 @@ import { createHash } from 'node:crypto';
 import { mkdir, readFile, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import type { CgroupSet } from '../../host/cgroups/cgroup.js';
+import { run } from './exec.js';
 import { handshake, spawnKeeper } from './launch.js';
 import { readLogs, type LogPage, type ReadLogsOptions } from './logs.js';
 import { assertSandboxId } from './names.js';
@@ -180,7 +181,22 @@ export class Sandboxes {
   /** Sends `signal` to the sandbox's process; false when it is not running. */
   async signal(id: string, signal: NodeJS.Signals): Promise<boolean> {
     const pid = await this.find(id);
-    return pid !== undefined && kill(pid, signal);
+    if (pid === undefined) return false;
+    const record = this.running.get(id);
+    return record ? this.deliver(record, signal) : kill(pid, signal);
+  }
+
+  /**
+   * `signal` for the sandbox's process. Under runsc that process is the Sentry, whose
+   * own signals are not the machine's: `runsc kill` delivers it to the machine's init
+   * (tini), which passes it on, as under runc.
+   */
+  private async deliver(record: SandboxRecord, signal: NodeJS.Signals): Promise<boolean> {
+    if (record.runtimeName !== 'runsc') return record.main ? kill(record.main.pid, signal) : false;
+    return run([...this.commandFor(record), 'kill', record.id, signal], 10_000).then(
+      () => true,
+      () => false,
+    );
   }
 
   /** How the sandbox's last run ended, once its keeper recorded it. */
@@ -228,7 +244,7 @@ export class Sandboxes {
     const cgroups = this.opts.cgroups;
     if (await cgroups.isFrozen(record.cgroup)) await cgroups.thaw(record.cgroup);
     if (record.main && (await isRunning(record.main)))
-      kill(record.main.pid, opts.signal ?? 'SIGTERM');
+      await this.deliver(record, opts.signal ?? 'SIGTERM');
     const ended = await this.waitExit(id, opts.timeoutMs ?? 10_000).catch(() => undefined);
     if (ended) return ended;
     if (await isRunning(record.init)) kill(record.init.pid, 'SIGKILL');

@@ -61,13 +61,15 @@ export function isMachineRuntime(value: string): value is MachineRuntimeName {
  *
  * runsc (Debian's 2022 build) refuses to scrape a network namespace in which
  * /proc/sys/net/core/rmem_default exists, taking it for the host's; since Linux 6.x every
- * network namespace has that file. So it runs in the machine's own network namespace and
- * a mount namespace of its own, where that directory of /proc/sys (looked up in the
- * machine's namespace, so its entry, not the host's) is hidden under an empty tmpfs;
- * nothing of this reaches the host's mounts. That /proc is then no longer fully visible,
- * and the kernel lets a user namespace (the gofer's) mount a procfs only where one is, so
- * a fresh, untouched procfs is mounted first at `procDir` (an empty directory in the
- * bundle), in that private mount namespace too. A machine without a network namespace gets
+ * network namespace has that file. So `runsc run` gets a mount namespace of its own where
+ * that directory, as the machine's network namespace shows it (mounted from inside that
+ * namespace: /proc/sys/net entries are per namespace), is hidden under an empty tmpfs.
+ * Nothing of this reaches the host's mounts, and runsc itself stays in the host's network
+ * namespace, where `runsc exec` and `kill` find its control socket (an abstract socket,
+ * so per network namespace). That /proc is then no longer fully visible, and the kernel
+ * lets a user namespace (the gofer's) mount a procfs only where one is; so an untouched
+ * procfs is mounted first at `procDir` (an empty directory in the bundle), in that
+ * private mount namespace too. A machine without a network namespace gets
  * `--network=none`: loopback only, as runc's fresh namespace has.
  */
 export function runArgv(
@@ -83,14 +85,11 @@ export function runArgv(
   // A constant script; everything it runs arrives as arguments ("$@"), never as text.
   const hide = [
     'mount -t proc -o nosuid,nodev,noexec proc "$1"',
-    'mount -t tmpfs -o ro,size=4k,mode=555 pier-hide /proc/sys/net/core',
-    'shift',
+    'nsenter --net="$2" mount -t tmpfs -o ro,size=4k,mode=555 pier-hide /proc/sys/net/core',
+    'shift 2',
     'exec "$@"',
   ].join(' && ');
   return [
-    'nsenter',
-    `--net=${opts.netns}`,
-    '--',
     'unshare',
     '--mount',
     '--propagation',
@@ -101,6 +100,7 @@ export function runArgv(
     hide,
     'sh',
     opts.procDir,
+    opts.netns,
     ...command,
     ...run,
   ];
