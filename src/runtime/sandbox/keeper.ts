@@ -41,6 +41,7 @@ import {
   type SandboxRecord,
   type StartMessage,
 } from './protocol.js';
+import { restoreAddresses, saveAddresses, type NetnsAddresses } from './netns-addresses.js';
 import { runArgv } from './runtimes.js';
 
 const say = (msg: KeeperMessage) => {
@@ -53,6 +54,8 @@ let runtime: ChildProcess | undefined;
 let init: ProcRef | undefined;
 let begun = false;
 let started: StartMessage | undefined;
+/** Under runsc, the machine's netns addresses it takes over: given back at the end. */
+let saved: { netns: string; addresses: NetnsAddresses } | undefined;
 /** Settles once start() has said `started` or `failed`. */
 let startSettled: Promise<void> = Promise.resolve();
 
@@ -77,7 +80,10 @@ function fail(message: string): void {
   say({ type: 'failed', message });
   if (runtime?.pid !== undefined) kill(runtime.pid, 'SIGKILL');
   if (started) deleteContainer(started);
-  if (!runtime) process.exit(1); // else the exit handler records the end and exits
+  if (!runtime) {
+    giveAddressesBack();
+    process.exit(1);
+  } // else the exit handler records the end and exits
 }
 
 /** `runc delete --force`: kills whatever is left of the sandbox and forgets its state. */
@@ -90,6 +96,16 @@ function deleteContainer(msg: StartMessage): void {
     });
   } catch {
     // Nothing by that name: the usual case.
+  }
+}
+
+/** Puts back what runsc took from the machine's netns, so its next start finds it. */
+function giveAddressesBack(): void {
+  if (!saved) return;
+  try {
+    restoreAddresses(saved.netns, saved.addresses);
+  } catch (err) {
+    note(`netns addresses not restored: ${(err as Error).message}`);
   }
 }
 
@@ -141,6 +157,9 @@ async function start(msg: StartMessage): Promise<void> {
     procDir,
     ...(netns === undefined ? {} : { netns }),
   });
+  if (msg.runtime === 'runsc' && netns !== undefined) {
+    saved = { netns, addresses: saveAddresses(netns) };
+  }
   const [binary, ...args] = argv as [string, ...string[]];
   const child = spawn(binary, args, {
     stdio: ['ignore', fifos[0]?.write, fifos[1]?.write],
@@ -242,6 +261,7 @@ async function finish(
   // Leftovers (daemons, orphans) die with pid 1; runc has usually removed the rest.
   if (init && (await isRunning(init))) kill(init.pid, 'SIGKILL');
   deleteContainer(msg);
+  giveAddressesBack();
   // The bundle (on /run) held the environment; `runc exec` read it until now.
   rmSync(msg.bundle, { recursive: true, force: true });
   await Promise.race([Promise.all(drained), sleep(5_000)]);
