@@ -8,7 +8,8 @@
 #   - awscli and s3cmd: S3 clients nobody here wrote, which the bucket tests drive
 #   - btrfs-progs: the storage pool (subvolumes, snapshots, quotas) for databases and volumes
 #   - nftables: the walls around machines (between organizations, to the host, egress, NAT)
-#   - runc and tini: machines (OCI runtime, pid 1 of each); busybox-static and docker-registry: the machine
+#   - runc and tini: machines (OCI runtime, pid 1 of each); runsc: gVisor, the stronger
+#     sandbox an operator may choose for them; busybox-static and docker-registry: the machine
 #     tests build small images and serve them from a real local OCI registry
 #   - the unprivileged `pier` service user that runs the embedded store (each managed
 #     database gets a system user of its own, `pierdb-…`, which pier makes when needed)
@@ -29,6 +30,8 @@ command -v s3cmd >/dev/null || need+=(s3cmd)
 # Machines run through runc (OCI), under tini as their pid 1.
 [ -x /usr/sbin/runc ] || command -v runc >/dev/null || need+=(runc)
 [ -x /usr/bin/tini-static ] || need+=(tini)
+# gVisor, the stronger sandbox an operator may choose (PIER_MACHINE_RUNTIME=runsc).
+[ -x /usr/bin/runsc ] || command -v runsc >/dev/null || need+=(runsc)
 # nft lives in sbin, which a non-root PATH may lack: look for the file itself.
 [ -x /usr/sbin/nft ] || [ -x /sbin/nft ] || need+=(nftables)
 [ -x /bin/busybox ] || need+=(busybox-static)

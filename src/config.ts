@@ -121,6 +121,13 @@ export const configSchema = z.object({
     .regex(/^\d{1,3}(\.\d{1,3}){3}\/\d{1,2}$/, 'must be an IPv4 network such as 10.213.0.0/16')
     .default('10.213.0.0/16'),
   /**
+   * The OCI runtime new machine starts use: `runc` (host kernel, namespaces, seccomp) or
+   * `runsc` (gVisor: a user-space kernel between the machine and the host's; stronger,
+   * dearer per system call; see docs/architecture.md, Isolation model). Machines already
+   * running keep theirs until they next start.
+   */
+  machineRuntime: z.enum(['runc', 'runsc']).default('runc'),
+  /**
    * The address machines use to reach the platform's services (database fronts, the
    * services listener below): the host in every URL injected into machines by attachments.
    * Absent = the gateway of `machinesCidr` (the host's address on the machines' bridge).
@@ -234,6 +241,7 @@ export function configFromEnv(env: NodeJS.ProcessEnv): ConfigInput {
     publicDatabaseFronts: pick('PIER_PUBLIC_DATABASE_FRONTS') === '1',
     machinesBridge: pick('PIER_MACHINES_BRIDGE'),
     machinesCidr: pick('PIER_MACHINES_CIDR'),
+    machineRuntime: pick('PIER_MACHINE_RUNTIME') as ConfigInput['machineRuntime'],
     servicesHost: pick('PIER_SERVICES_HOST'),
     servicesPort: num('PIER_SERVICES_PORT'),
     objectStoreAccessKeyId: pick('PIER_OBJECT_STORE_ACCESS_KEY_ID'),

@@ -188,6 +188,7 @@ export async function startPlatform(config: Config, opts: PlatformOptions = {}):
         pool,
         log: logger.child({ component: 'machines' }),
         network: { bridge: config.machinesBridge, cidr: config.machinesCidr },
+        sandboxRuntime: config.machineRuntime,
         // Machines' egress: private ranges stay closed to them unless the operator opens them.
         walls: { allowPrivate: config.allowPrivateTargets },
         // Image pulls: registries, token realms and redirects (docs: "Outbound calls").

@@ -13,12 +13,15 @@ import { ImageStore, type ImageLimits } from './images/index.js';
 import { LocalRuntime, type WallsOptions } from './local/index.js';
 
 import type { MachineRuntime } from './runtime.js';
+import type { MachineRuntimeName } from './sandbox/index.js';
 
 export interface HostRuntimeOptions {
   dataDir: string;
   pool: PoolHandle;
   log: Logger;
   network: { bridge: string; cidr: string };
+  /** The OCI runtime new machine starts use (PIER_MACHINE_RUNTIME; default runc). */
+  sandboxRuntime?: MachineRuntimeName;
   /** What machines may reach beyond their group (PIER_ALLOW_PRIVATE_TARGETS…). */
   walls?: WallsOptions;
   /** What image pulls may reach (registries, token realms, redirects): host/outbound-guard.ts. */
@@ -49,6 +52,7 @@ export function hostRuntime(opts: HostRuntimeOptions): MachineRuntime {
         }),
         cgroups,
         network: opts.network,
+        ...(opts.sandboxRuntime ? { sandboxRuntime: opts.sandboxRuntime } : {}),
         ...(opts.walls ? { walls: opts.walls } : {}),
         log: opts.log,
         ...(opts.platformCaFile ? { platformCaFile: opts.platformCaFile } : {}),

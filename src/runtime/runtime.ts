@@ -89,6 +89,13 @@ export interface GuestProcess {
   env: Record<string, string>;
   /** The machine's cgroup, which sessions join so its limits and freezing apply to them. */
   cgroup: string;
+  /**
+   * False when the machine's files cannot be reached through `/proc/<initPid>/root`: under
+   * gVisor (runsc) that pid is the Sentry, whose root is an empty chroot of its own (with
+   * its own /proc), and the machine's files are served by its gofer; the files API must
+   * then refuse rather than open that root as host root.
+   */
+  filesReachable?: boolean;
 }
 
 /** What a shell session runs (spec 4.9 exec). */

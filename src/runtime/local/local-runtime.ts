@@ -30,6 +30,7 @@ import {
   sweepWalls,
   unmountRootfs,
   type NetworkOptions,
+  type MachineRuntimeName,
 } from '../sandbox/index.js';
 import { bootMachine, type BootContext } from './boot.js';
 import { criuSupport, MachineCheckpoints } from './checkpoints.js';
@@ -70,6 +71,8 @@ export interface LocalRuntimeOptions {
   pidsPerVcpu?: number;
   /** The host's copy of the platform CA certificate, bound into every machine (platform-ca.ts). */
   platformCaFile?: string;
+  /** The OCI runtime new machine starts use (sandbox/runtimes.ts; default runc). */
+  sandboxRuntime?: MachineRuntimeName;
 }
 
 /** Runs machines on this host. See the module comment and README.md. */
@@ -89,7 +92,11 @@ export class LocalRuntime implements MachineRuntime {
     this.dir = path.join(path.resolve(opts.dataDir), 'machines');
     this.records = new MachineRecords(this.dir);
     // Ids never start with a dot, so `.run` cannot clash with a machine's files.
-    this.sandboxes = new Sandboxes({ cgroups: opts.cgroups, runDir: path.join(this.dir, '.run') });
+    this.sandboxes = new Sandboxes({
+      cgroups: opts.cgroups,
+      runDir: path.join(this.dir, '.run'),
+      ...(opts.sandboxRuntime ? { runtime: opts.sandboxRuntime } : {}),
+    });
     this.network = new Network(opts.network);
     this.walls = new MachineWalls(opts.network, this.records, opts.walls ?? {}, opts.log);
     this.checkpoints = new MachineCheckpoints({
@@ -283,7 +290,8 @@ export class LocalRuntime implements MachineRuntime {
   async shell(id: string, opts: ShellOptions): Promise<GuestSession> {
     const guest = await this.guest(id);
     if (!guest) throw new Error(`machine ${id} is not running`);
-    return startShell(this.sandboxes.runcCommand, id, guest, opts);
+    const command = this.sandboxes.commandFor(await this.sandboxes.record(id));
+    return startShell(command, id, guest, opts);
   }
 
   async address(id: string, port: number): Promise<{ host: string; port: number } | undefined> {

@@ -41,6 +41,8 @@ import {
   type SandboxRecord,
   type StartMessage,
 } from './protocol.js';
+import { restoreAddresses, saveAddresses, type NetnsAddresses } from './netns-addresses.js';
+import { runArgv } from './runtimes.js';
 
 const say = (msg: KeeperMessage) => {
   if (process.connected) process.send?.(msg);
@@ -52,6 +54,8 @@ let runtime: ChildProcess | undefined;
 let init: ProcRef | undefined;
 let begun = false;
 let started: StartMessage | undefined;
+/** Under runsc, the machine's netns addresses it takes over: given back at the end. */
+let saved: { netns: string; addresses: NetnsAddresses } | undefined;
 /** Settles once start() has said `started` or `failed`. */
 let startSettled: Promise<void> = Promise.resolve();
 
@@ -76,18 +80,32 @@ function fail(message: string): void {
   say({ type: 'failed', message });
   if (runtime?.pid !== undefined) kill(runtime.pid, 'SIGKILL');
   if (started) deleteContainer(started);
-  if (!runtime) process.exit(1); // else the exit handler records the end and exits
+  if (!runtime) {
+    giveAddressesBack();
+    process.exit(1);
+  } // else the exit handler records the end and exits
 }
 
 /** `runc delete --force`: kills whatever is left of the sandbox and forgets its state. */
 function deleteContainer(msg: StartMessage): void {
+  const [binary, ...global] = msg.command as [string, ...string[]];
   try {
-    execFileSync(msg.runc, ['--root', msg.runcRoot, 'delete', '--force', msg.id], {
+    execFileSync(binary, [...global, 'delete', '--force', msg.id], {
       stdio: 'ignore',
       timeout: 10_000,
     });
   } catch {
     // Nothing by that name: the usual case.
+  }
+}
+
+/** Puts back what runsc took from the machine's netns, so its next start finds it. */
+function giveAddressesBack(): void {
+  if (!saved) return;
+  try {
+    restoreAddresses(saved.netns, saved.addresses);
+  } catch (err) {
+    note(`netns addresses not restored: ${(err as Error).message}`);
   }
 }
 
@@ -129,8 +147,21 @@ async function start(msg: StartMessage): Promise<void> {
   const pidFile = path.join(msg.bundle, 'init.pid');
   rmSync(pidFile, { force: true });
   writeFileSync(configFile, JSON.stringify(msg.config), { mode: 0o600 });
-  const args = ['--root', msg.runcRoot, 'run', '--bundle', msg.bundle, '--pid-file', pidFile];
-  const child = spawn(msg.runc, [...args, msg.id], {
+  const procDir = path.join(msg.bundle, 'proc');
+  mkdirSync(procDir, { recursive: true, mode: 0o700 });
+  const netns = msg.config.linux.namespaces.find((n) => n.type === 'network')?.path;
+  const argv = runArgv(msg.runtime, msg.command, {
+    id: msg.id,
+    bundle: msg.bundle,
+    pidFile,
+    procDir,
+    ...(netns === undefined ? {} : { netns }),
+  });
+  if (msg.runtime === 'runsc' && netns !== undefined) {
+    saved = { netns, addresses: saveAddresses(netns) };
+  }
+  const [binary, ...args] = argv as [string, ...string[]];
+  const child = spawn(binary, args, {
     stdio: ['ignore', fifos[0]?.write, fifos[1]?.write],
     env: { PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' },
     cwd: '/',
@@ -150,7 +181,7 @@ async function start(msg: StartMessage): Promise<void> {
   const exited = new Promise<ExitStatus>((resolve) => {
     child.once('exit', (code, signal) => resolve(exitStatus(code, signal)));
     child.once('error', (err) => {
-      note(`spawn ${msg.runc}: ${err.message}`);
+      note(`spawn ${binary}: ${err.message}`);
       resolve(exitStatus(127, null));
     });
   });
@@ -163,7 +194,10 @@ async function start(msg: StartMessage): Promise<void> {
   if (initPid === undefined) throw new Error('runc ended before it started the sandbox');
   // A process that ended at once still started: its exit status tells the rest.
   init = (await procRef(initPid)) ?? { pid: initPid, start: 0 };
-  const main = await findMain(init.pid, () => over);
+  // Under runsc the pid is the Sentry's: the machine's processes are gVisor's, not the
+  // host's, and the Sentry's children are its ptrace stubs. It is the machine's process
+  // as far as the host can tell (it lives as long as the machine's init does).
+  const main = msg.runtime === 'runsc' ? init : await findMain(init.pid, () => over);
   const [keeper, runc] = [await procRef(process.pid), await procRef(child.pid as number)];
   const record: SandboxRecord = {
     id: msg.id,
@@ -171,6 +205,7 @@ async function start(msg: StartMessage): Promise<void> {
     cgroup: msg.cgroup,
     keeper: keeper as ProcRef,
     runtime: runc ?? { pid: child.pid as number, start: 0 },
+    runtimeName: msg.runtime,
     init,
     ...(main ? { main } : {}),
     startedAt: new Date().toISOString(),
@@ -226,6 +261,7 @@ async function finish(
   // Leftovers (daemons, orphans) die with pid 1; runc has usually removed the rest.
   if (init && (await isRunning(init))) kill(init.pid, 'SIGKILL');
   deleteContainer(msg);
+  giveAddressesBack();
   // The bundle (on /run) held the environment; `runc exec` read it until now.
   rmSync(msg.bundle, { recursive: true, force: true });
   await Promise.race([Promise.all(drained), sleep(5_000)]);

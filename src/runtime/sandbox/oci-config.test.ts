@@ -61,6 +61,14 @@ describe('OCI configuration of a sandbox', () => {
     expect(c.linux.cgroupsPath).toBe('/pier/m1');
   });
 
+  it('under runsc, asks for a new user namespace of the same mapping, and the same netns', () => {
+    const c = ociConfig(spec, { ...opts, runtime: 'runsc' });
+    expect(c.linux.namespaces).toContainEqual({ type: 'user' });
+    expect(c.linux.namespaces).toContainEqual({ type: 'network', path: '/run/netns/pier-m1' });
+    expect(c.linux.uidMappings).toEqual([{ containerID: 0, hostID: 200_000, size: 65_536 }]);
+    expect(c.linux.seccomp).toEqual(ociConfig(spec, opts).linux.seccomp);
+  });
+
   it("keeps Docker's default capabilities for root and none for anyone else", () => {
     expect(ociConfig(spec, opts).process.capabilities).toEqual({
       bounding: [...ROOT_CAPS],

@@ -14,6 +14,7 @@
  *   handling (pid 1 ignores SIGTERM unless it installs a handler);
  * - the devices cgroup rules runc adds to a deny-all default (null, zero, tty, ptmx…).
  */
+import type { MachineRuntimeName } from './runtimes.js';
 import { seccompProfile, type SeccompProfile } from './seccomp.js';
 import { ROOT_CAPS, type SandboxSpec } from './spec.js';
 import { GUEST_ID_BASE, GUEST_ID_COUNT } from './userns.js';
@@ -29,6 +30,8 @@ export interface OciOptions {
   initBinary: string;
   /** Node's `process.arch`, for the seccomp architectures (default: this host's). */
   arch?: string;
+  /** The OCI runtime that will run it (default runc); see `userNamespace`. */
+  runtime?: MachineRuntimeName;
 }
 
 interface Mount {
@@ -146,6 +149,24 @@ function mounts(spec: SandboxSpec, initBinary: string): Mount[] {
   return [...std, ...binds];
 }
 
+/**
+ * The machine's user namespace. runc joins the one pier made (which owns the machine's
+ * network namespace, so `runc exec` may enter both). runsc cannot join one: its gofer
+ * is a multithreaded Go process, which setns(CLONE_NEWUSER) refuses (EINVAL). It gets a
+ * new one with the same mapping, in which the gofer (the process that touches the
+ * machine's files on the host) runs, so files are still owned by 200000+ on the host;
+ * the Sentry itself runs in yet another new user namespace of its own, as host nobody,
+ * chrooted to an empty directory. Joining the network namespace by path needs no
+ * ownership (runsc runs as host root) and `runsc exec` joins nothing: the Sentry runs it.
+ */
+function userNamespace(
+  spec: SandboxSpec,
+  runtime: MachineRuntimeName,
+): { type: string; path?: string } {
+  if (spec.userns === undefined || runtime === 'runsc') return { type: 'user' };
+  return { type: 'user', path: spec.userns };
+}
+
 /** The configuration runc runs `spec` with. */
 export function ociConfig(spec: SandboxSpec, opts: OciOptions): OciConfig {
   const caps = spec.uid === 0 ? [...ROOT_CAPS] : [];
@@ -172,7 +193,7 @@ export function ociConfig(spec: SandboxSpec, opts: OciOptions): OciConfig {
         { type: 'uts' },
         { type: 'mount' },
         { type: 'cgroup' },
-        spec.userns === undefined ? { type: 'user' } : { type: 'user', path: spec.userns },
+        userNamespace(spec, opts.runtime ?? 'runc'),
         spec.netns === undefined
           ? { type: 'network' }
           : { type: 'network', path: `/run/netns/${spec.netns}` },

@@ -5,14 +5,18 @@
  */
 import type { OciConfig } from './oci-config.js';
 import type { ProcRef } from './proc.js';
+import type { MachineRuntimeName } from './runtimes.js';
 
 /** pier → keeper: everything needed to start. Holds the environment, so never on disk. */
 export interface StartMessage {
   type: 'start';
   id: string;
-  /** The runc binary and its state directory (`runc --root`). */
-  runc: string;
-  runcRoot: string;
+  /** The OCI runtime (runtimes.ts). */
+  runtime: MachineRuntimeName;
+  /** The start of its every command: binary, `--root <dir>`, global flags. */
+  command: string[];
+  /** Its state directory (`--root`). */
+  root: string;
   /** The bundle directory; the keeper writes `config` there and removes it when the sandbox ends. */
   bundle: string;
   config: OciConfig;
@@ -37,11 +41,19 @@ export interface SandboxRecord {
   cgroup: string;
   /** The keeper: the parent of runc, holder of the log pipes. */
   keeper: ProcRef;
-  /** `runc run`, which waits for the sandbox and relays its output, in the host's pid namespace. */
+  /** `runc run` (or `runsc run`), which waits for the sandbox and relays its output, in the host's pid namespace. */
   runtime: ProcRef;
-  /** The sandbox's pid 1 (its init), host pid. */
+  /** Which OCI runtime runs it; absent in records written before the choice existed: runc. */
+  runtimeName?: MachineRuntimeName;
+  /**
+   * The sandbox's pid 1 (its init), host pid. Under runsc, whose machine processes are not
+   * host processes, the sandbox process (gVisor's Sentry) that runs them.
+   */
   init: ProcRef;
-  /** The machine's process (the init's child), host pid; absent if it ended before it was seen. */
+  /**
+   * The machine's process (the init's child), host pid; absent if it ended before it was
+   * seen. Under runsc the Sentry, as `init`: the machine lives exactly as long as it does.
+   */
   main?: ProcRef;
   startedAt: string;
 }

@@ -11,12 +11,14 @@ import { createHash } from 'node:crypto';
 import { mkdir, readFile, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import type { CgroupSet } from '../../host/cgroups/cgroup.js';
+import { run } from './exec.js';
 import { handshake, spawnKeeper } from './launch.js';
 import { readLogs, type LogPage, type ReadLogsOptions } from './logs.js';
 import { assertSandboxId } from './names.js';
 import { ociConfig } from './oci-config.js';
 import { isRunning, kill, sleep } from './proc.js';
 import { STATE_FILES, type ExitStatus, type SandboxRecord, type StartMessage } from './protocol.js';
+import { runtimeCommand, type MachineRuntimeName } from './runtimes.js';
 import { checkSpec, type SandboxSpec } from './spec.js';
 import { ensureTraversable } from './userns.js';
 
@@ -26,8 +28,12 @@ export interface SandboxesOptions {
   cgroups: CgroupSet;
   /** Where each sandbox's record (`<id>.json`) lives, by which `find` works after a restart. */
   runDir: string;
+  /** The OCI runtime new sandboxes start under (default runc; see runtimes.ts). */
+  runtime?: MachineRuntimeName;
   /** The runc binary (default: `runc` on the PATH). */
   runc?: string;
+  /** The runsc binary (default: `runsc` on the PATH). */
+  runsc?: string;
   /** The static init bound into every sandbox as pid 1 (default: Debian's tini-static). */
   initBinary?: string;
   /** How long `run` waits for the process to be running (default 10 s). */
@@ -61,9 +67,23 @@ export class Sandboxes {
     this.runtimeDir = path.join('/run/pier/sandboxes', key);
   }
 
-  /** `runc --root …`: the start of every runc command for these sandboxes. */
+  /** `runc --root …`: the start of every command of the runtime new sandboxes start under. */
   get runcCommand(): string[] {
-    return [this.opts.runc ?? 'runc', '--root', path.join(this.runtimeDir, 'runc')];
+    return this.commandOf(this.opts.runtime ?? 'runc');
+  }
+
+  /**
+   * The start of every command for the sandbox `record` describes: of the runtime it was
+   * started under (a machine started before the operator changed runtimes keeps its own).
+   */
+  commandFor(record: SandboxRecord | undefined): string[] {
+    return this.commandOf(record?.runtimeName ?? this.opts.runtime ?? 'runc');
+  }
+
+  /** `<binary> --root <its state dir under runtimeDir> <flags>`. */
+  private commandOf(runtime: MachineRuntimeName): string[] {
+    const binary = runtime === 'runsc' ? this.opts.runsc : this.opts.runc;
+    return runtimeCommand(runtime, path.join(this.runtimeDir, runtime), binary);
   }
 
   /**
@@ -108,17 +128,21 @@ export class Sandboxes {
       throw new Error(`${spec.rootfs} is not a directory`);
     for (const m of spec.mounts) await stat(m.source); // a clear ENOENT rather than runc's
     for (const p of [spec.rootfs, ...spec.mounts.map((m) => m.source)]) await ensureTraversable(p);
-    const [runc, , runcRoot] = this.runcCommand as [string, string, string];
-    await mkdir(runcRoot, { recursive: true, mode: 0o700 });
+    const runtime = this.opts.runtime ?? 'runc';
+    const command = this.commandOf(runtime);
+    const root = command[2] as string;
+    await mkdir(root, { recursive: true, mode: 0o700 });
     const start: StartMessage = {
       type: 'start',
       id: spec.id,
-      runc,
-      runcRoot,
+      runtime,
+      command,
+      root,
       bundle: path.join(this.runtimeDir, 'bundles', spec.id),
       config: ociConfig(spec, {
         cgroupsPath: this.opts.cgroups.path(spec.cgroup),
         initBinary: this.opts.initBinary ?? '/usr/bin/tini-static',
+        runtime,
       }),
       stateDir: spec.stateDir,
       recordFile,
@@ -157,7 +181,22 @@ export class Sandboxes {
   /** Sends `signal` to the sandbox's process; false when it is not running. */
   async signal(id: string, signal: NodeJS.Signals): Promise<boolean> {
     const pid = await this.find(id);
-    return pid !== undefined && kill(pid, signal);
+    if (pid === undefined) return false;
+    const record = this.running.get(id);
+    return record ? this.deliver(record, signal) : kill(pid, signal);
+  }
+
+  /**
+   * `signal` for the sandbox's process. Under runsc that process is the Sentry, whose
+   * own signals are not the machine's: `runsc kill` delivers it to the machine's init
+   * (tini), which passes it on, as under runc.
+   */
+  private async deliver(record: SandboxRecord, signal: NodeJS.Signals): Promise<boolean> {
+    if (record.runtimeName !== 'runsc') return record.main ? kill(record.main.pid, signal) : false;
+    return run([...this.commandFor(record), 'kill', record.id, signal], 10_000).then(
+      () => true,
+      () => false,
+    );
   }
 
   /** How the sandbox's last run ended, once its keeper recorded it. */
@@ -205,7 +244,7 @@ export class Sandboxes {
     const cgroups = this.opts.cgroups;
     if (await cgroups.isFrozen(record.cgroup)) await cgroups.thaw(record.cgroup);
     if (record.main && (await isRunning(record.main)))
-      kill(record.main.pid, opts.signal ?? 'SIGTERM');
+      await this.deliver(record, opts.signal ?? 'SIGTERM');
     const ended = await this.waitExit(id, opts.timeoutMs ?? 10_000).catch(() => undefined);
     if (ended) return ended;
     if (await isRunning(record.init)) kill(record.init.pid, 'SIGKILL');

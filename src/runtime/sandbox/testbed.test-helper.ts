@@ -22,6 +22,7 @@ import type { LogEntry } from './logs.js';
 import type { ExitStatus } from './protocol.js';
 import { mountRootfs, unmountRootfs } from './rootfs.js';
 import { Sandboxes } from './run.js';
+import type { MachineRuntimeName } from './runtimes.js';
 import type { SandboxSpec } from './spec.js';
 import { hostId, shiftOwnership } from './userns.js';
 
@@ -134,8 +135,11 @@ export interface Probe {
   entries: LogEntry[];
 }
 
-/** A bed for the test file tagged `tag` (a few letters, unique among the test files). */
-export async function makeBed(tag: string): Promise<Bed> {
+/**
+ * A bed for the test file tagged `tag` (a few letters, unique among the test files), its
+ * sandboxes under `runtime` (default runc).
+ */
+export async function makeBed(tag: string, runtime?: MachineRuntimeName): Promise<Bed> {
   const dir = await mkdtemp(path.join(os.tmpdir(), `pier-${tag}-`));
   const image = await makeImageRoot(path.join(dir, 'image'));
   const cgroupRoot = `pier-${tag}-${process.pid}`;
@@ -144,7 +148,7 @@ export async function makeBed(tag: string): Promise<Bed> {
   });
   if (!cgroups) throw new Error('cgroups unusable');
   const runDir = path.join(dir, 'run');
-  const sandboxes = new Sandboxes({ cgroups, runDir });
+  const sandboxes = new Sandboxes({ cgroups, runDir, ...(runtime ? { runtime } : {}) });
   const machines = new Map<string, TestMachine>();
 
   const machine = async (id: string, limits: CgroupLimits = {}) => {

@@ -36,6 +36,12 @@ async function withFiles<T>(
 ): Promise<T> {
   const row = await guestMachine(ctx, orgId, id);
   const guest = await reachGuest(ctx, row, { wake: false });
+  if (guest.filesReachable === false) {
+    throw new ApiError(
+      'unprocessable',
+      `Machine ${id} runs under gVisor (runsc), whose files the files API cannot reach; use a session (exec) instead.`,
+    );
+  }
   const files = await GuestFiles.of(guest.initPid, guest.mainPid).catch(() => {
     throw new ApiError('machine-stopped', `Machine ${id} is not running; start it first.`);
   });
