@@ -101,27 +101,53 @@ export class LocalRuntime implements MachineRuntime {
     assertMachineId(spec.id);
     return this.locks.with(spec.id, async () => {
       const image = await pullImage(this.opts.images, spec.image, opts.signal);
-      const volume = await writableLayer(this.opts.pool, spec);
+      // The writable layer is made while the start goes on (the walls, the keeper): the
+      // record names it where the pool keeps every volume, `<root>/<name>`.
+      const volume = {
+        name: volumeName(spec.id),
+        path: path.join(this.opts.pool.root, volumeName(spec.id)),
+      };
+      let layerFailed = false;
+      const layer = writableLayer(this.opts.pool, spec).then(
+        (made) => {
+          if (made.path !== volume.path)
+            throw new Error(`the pool put volume ${made.name} at ${made.path}, not ${volume.path}`);
+        },
+        (err: unknown) => {
+          layerFailed = true;
+          throw err;
+        },
+      );
+      layer.catch(() => {}); // awaited by the start; an allocation failing first ignores it
+      let fresh = false;
       const record = await this.records
-        .allocate(spec.id, this.network.cidr, (ip, previous) => ({
-          id: spec.id,
-          ip,
-          volume: volume.name,
-          volumePath: volume.path,
-          image: { ref: image.ref, digest: image.digest, config: image.config },
-          limits: this.limits(spec),
-          network: spec.network,
-          stop: this.stopOf(spec, image.config),
-          createdAt: previous?.createdAt ?? new Date().toISOString(),
-        }))
-        .catch((err: Error) => {
+        .allocate(spec.id, this.network.cidr, (ip, previous) => {
+          fresh = !previous;
+          return {
+            id: spec.id,
+            ip,
+            volume: volume.name,
+            volumePath: volume.path,
+            image: { ref: image.ref, digest: image.digest, config: image.config },
+            limits: this.limits(spec),
+            network: spec.network,
+            stop: this.stopOf(spec, image.config),
+            createdAt: previous?.createdAt ?? new Date().toISOString(),
+          };
+        })
+        .catch(async (err: Error) => {
+          await layer.catch(() => {});
           throw /no free address/.test(err.message)
             ? new MachineStartError('no-capacity', `no address left on ${this.network.cidr}`)
             : err;
         });
       // A retried create may come with another image: the overlay is mounted anew.
       if ((await this.sandboxes.find(spec.id)) === undefined) await this.unmount(record);
-      const { bootMs } = await this.boot(spec, record, opts.signal);
+      const { bootMs } = await this.boot(spec, record, opts.signal, layer).catch(async (err) => {
+        // No writable layer (no room): nothing of the machine holds an address either.
+        if (layerFailed && fresh) await this.forgetRecord(spec.id);
+        throw err;
+      });
       this.opts.log.info({ machine: spec.id, ip: record.ip, bootMs }, 'machine created');
       return { bootMs, privateIp: record.ip };
     });
@@ -307,7 +333,30 @@ export class LocalRuntime implements MachineRuntime {
     return criuSupport();
   }
 
-  private boot(spec: MachineSpec, record: MachineRecord, signal?: AbortSignal) {
+  /** Removes a record whose machine never got a writable layer, and its place in the walls. */
+  private async forgetRecord(id: string): Promise<void> {
+    await this.records.remove(id);
+    await this.walls
+      .sync()
+      .catch((err: Error) =>
+        this.opts.log.warn({ machine: id, err: err.message }, 'walls not updated'),
+      );
+  }
+
+  /**
+   * Starts the machine of `record`; `volumeReady` resolves once its writable layer exists
+   * (a create makes it meanwhile).
+   */
+  private boot(
+    spec: MachineSpec,
+    record: MachineRecord,
+    signal?: AbortSignal,
+    volumeReady?: Promise<void>,
+  ) {
+    // The walls hold the machine's record before its network joins the bridge: it is
+    // never on the bridge without them. Their rewrite overlaps the rest of the start.
+    const bridgeReady = this.ensureBridge().then(() => this.walls.sync());
+    bridgeReady.catch(() => {}); // awaited by the network step; a start failing earlier ignores it
     const ctx: BootContext = {
       machinesDir: this.dir,
       pool: this.opts.pool,
@@ -316,14 +365,12 @@ export class LocalRuntime implements MachineRuntime {
       imageRoot: (r) => imageRoot(this.opts.images, r),
       logMaxBytes: this.opts.logMaxBytes ?? 4 * 1024 * 1024,
       ...(this.opts.platformCaFile ? { platformCaFile: this.opts.platformCaFile } : {}),
+      bridgeReady,
+      ...(volumeReady ? { volumeReady } : {}),
       sandboxes: this.sandboxes,
       halt: (r) => this.halt(r),
     };
-    // The walls hold the machine's record before its network exists: it is never on the
-    // bridge without them.
-    return this.ensureBridge()
-      .then(() => this.walls.sync())
-      .then(() => bootMachine(ctx, spec, record, signal));
+    return bootMachine(ctx, spec, record, signal);
   }
 
   /** Stops the process (signal, then SIGKILL) and unmounts the root; the volume stays. */
