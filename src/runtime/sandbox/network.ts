@@ -178,6 +178,7 @@ export class Network {
     ip: string,
     joinAfter: Promise<unknown> = Promise.resolve(),
   ): Promise<MachineNet> {
+    joinAfter.catch(() => {}); // awaited below, perhaps after it failed
     if (!isMachineIp(this.cidr, ip))
       throw new Error(`${ip} is not a machine address in ${this.cidr}`);
     const ns = netnsName(machineId);
