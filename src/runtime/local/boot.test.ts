@@ -3,10 +3,11 @@
  * and boot; what the process is (Entrypoint, Cmd, `start`, `command`, env, User); and
  * each way a start fails (guest-exited, port-timeout, create-failed).
  */
-import { readdir, readFile, writeFile } from 'node:fs/promises';
+import { readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MachineStartError } from '../runtime.js';
+import { netnsExists } from '../sandbox/network.js';
 import {
   APP_USER_FILES,
   busybox,
@@ -209,6 +210,21 @@ describe.skipIf(unavailable)(
       expect(await readdir(bed.options.dataDir).catch(() => [])).not.toContain(
         'mch-lb-badimage.json',
       );
+    });
+
+    it('holds no record, address or network when the writable layer cannot be made', async () => {
+      // The layer is made while the start goes on; something in its place makes it fail.
+      const spec = bed.spec('nolayer', plain);
+      const squatter = path.join(bed.pool.root, 'm-lb-nolayer');
+      await writeFile(squatter, 'not a volume\n');
+      try {
+        await expect(bed.runtime.create(spec)).rejects.toThrow(/exists/);
+        expect(await bed.runtime.status(spec.id)).toEqual({ state: 'missing' });
+        expect(await netnsExists(`pier-${spec.id}`)).toBe(false);
+        expect(await bed.cgroups.pids(spec.id).catch(() => [])).toEqual([]);
+      } finally {
+        await rm(squatter, { force: true });
+      }
     });
 
     it('fails with create-failed for a User the image does not define', async () => {

@@ -35,11 +35,13 @@ export async function bootMachine(
   // Starting a suspended machine means running it again, not timing out on a frozen port.
   if (already && (await ctx.cgroups.isFrozen(record.id))) await ctx.cgroups.thaw(record.id);
   // The keeper (a Node process, ~70 ms to start) boots while the host side is prepared.
-  const early = already ? undefined : await startKeeperEarly(ctx, record);
-  const prepared = await prepareMachine(ctx, spec, record).catch((err: unknown) => {
+  const keeper = already ? undefined : startKeeperEarly(ctx, record);
+  const prepared = await prepareMachine(ctx, spec, record).catch(async (err: unknown) => {
+    const early = await keeper;
     if (early?.connected) early.disconnect();
     throw err;
   });
+  const early = await keeper;
   const { sandbox, paths } = prepared;
   const before = (await readLogs(paths.state, { tail: 1 })).cursor;
   const spawned = performance.now();
@@ -87,6 +89,12 @@ async function startKeeperEarly(
   ctx: BootContext,
   record: MachineRecord,
 ): Promise<ChildProcess | undefined> {
+  // A create makes the writable layer (where the state directory is) meanwhile.
+  const layer = await (ctx.volumeReady ?? Promise.resolve()).then(
+    () => true,
+    () => false,
+  );
+  if (!layer) return undefined;
   const state = machinePaths(ctx.machinesDir, record.id, record.volumePath).state;
   const made = await mkdir(state, { recursive: true, mode: 0o700 }).then(
     () => true,

@@ -85,11 +85,14 @@ export class LocalRuntime implements MachineRuntime {
   private readonly checkpoints: MachineCheckpoints;
   private readonly walls: MachineWalls;
   private bridge: Promise<void> | undefined;
-  /** The machines' resolver and the resolv.conf naming it, once the bridge stands. */
-  private dns: { server: MachineDns; resolvConf: string } | undefined;
+  /** The machines' resolver, once the bridge stands. */
+  private dns: MachineDns | undefined;
+  /** The resolv.conf bound into every machine: it names the resolver, once it runs. */
+  private readonly resolvConf: string;
 
   constructor(private readonly opts: LocalRuntimeOptions) {
     this.dir = path.join(path.resolve(opts.dataDir), 'machines');
+    this.resolvConf = path.join(this.dir, '.run', 'resolv.conf');
     this.records = new MachineRecords(this.dir);
     // Ids never start with a dot, so `.run` cannot clash with a machine's files.
     this.sandboxes = new Sandboxes({
@@ -112,27 +115,53 @@ export class LocalRuntime implements MachineRuntime {
     assertMachineId(spec.id);
     return this.locks.with(spec.id, async () => {
       const image = await pullImage(this.opts.images, spec.image, opts.signal);
-      const volume = await writableLayer(this.opts.pool, spec);
+      // The writable layer is made while the start goes on (the walls, the keeper): the
+      // record names it where the pool keeps every volume, `<root>/<name>`.
+      const volume = {
+        name: volumeName(spec.id),
+        path: path.join(this.opts.pool.root, volumeName(spec.id)),
+      };
+      let layerFailed = false;
+      const layer = writableLayer(this.opts.pool, spec).then(
+        (made) => {
+          if (made.path !== volume.path)
+            throw new Error(`the pool put volume ${made.name} at ${made.path}, not ${volume.path}`);
+        },
+        (err: unknown) => {
+          layerFailed = true;
+          throw err;
+        },
+      );
+      layer.catch(() => {}); // awaited by the start; an allocation failing first ignores it
+      let fresh = false;
       const record = await this.records
-        .allocate(spec.id, this.network.cidr, (ip, previous) => ({
-          id: spec.id,
-          ip,
-          volume: volume.name,
-          volumePath: volume.path,
-          image: { ref: image.ref, digest: image.digest, config: image.config },
-          limits: this.limits(spec),
-          network: spec.network,
-          stop: this.stopOf(spec, image.config),
-          createdAt: previous?.createdAt ?? new Date().toISOString(),
-        }))
-        .catch((err: Error) => {
+        .allocate(spec.id, this.network.cidr, (ip, previous) => {
+          fresh = !previous;
+          return {
+            id: spec.id,
+            ip,
+            volume: volume.name,
+            volumePath: volume.path,
+            image: { ref: image.ref, digest: image.digest, config: image.config },
+            limits: this.limits(spec),
+            network: spec.network,
+            stop: this.stopOf(spec, image.config),
+            createdAt: previous?.createdAt ?? new Date().toISOString(),
+          };
+        })
+        .catch(async (err: Error) => {
+          await layer.catch(() => {});
           throw /no free address/.test(err.message)
             ? new MachineStartError('no-capacity', `no address left on ${this.network.cidr}`)
             : err;
         });
       // A retried create may come with another image: the overlay is mounted anew.
       if ((await this.sandboxes.find(spec.id)) === undefined) await this.unmount(record);
-      const { bootMs } = await this.boot(spec, record, opts.signal);
+      const { bootMs } = await this.boot(spec, record, opts.signal, layer).catch(async (err) => {
+        // No writable layer (no room): nothing of the machine holds an address either.
+        if (layerFailed && fresh) await this.forgetRecord(spec.id);
+        throw err;
+      });
       this.opts.log.info({ machine: spec.id, ip: record.ip, bootMs }, 'machine created');
       return { bootMs, privateIp: record.ip };
     });
@@ -319,7 +348,30 @@ export class LocalRuntime implements MachineRuntime {
     return criuSupport();
   }
 
-  private boot(spec: MachineSpec, record: MachineRecord, signal?: AbortSignal) {
+  /** Removes a record whose machine never got a writable layer, and its place in the walls. */
+  private async forgetRecord(id: string): Promise<void> {
+    await this.records.remove(id);
+    await this.walls
+      .sync()
+      .catch((err: Error) =>
+        this.opts.log.warn({ machine: id, err: err.message }, 'walls not updated'),
+      );
+  }
+
+  /**
+   * Starts the machine of `record`; `volumeReady` resolves once its writable layer exists
+   * (a create makes it meanwhile).
+   */
+  private boot(
+    spec: MachineSpec,
+    record: MachineRecord,
+    signal?: AbortSignal,
+    volumeReady?: Promise<void>,
+  ) {
+    // The walls hold the machine's record before its network joins the bridge: it is
+    // never on the bridge without them. Their rewrite overlaps the rest of the start.
+    const bridgeReady = this.ensureBridge().then(() => this.walls.sync());
+    bridgeReady.catch(() => {}); // awaited by the network step; a start failing earlier ignores it
     const ctx: BootContext = {
       machinesDir: this.dir,
       pool: this.opts.pool,
@@ -328,21 +380,14 @@ export class LocalRuntime implements MachineRuntime {
       imageRoot: (r) => imageRoot(this.opts.images, r),
       logMaxBytes: this.opts.logMaxBytes ?? 4 * 1024 * 1024,
       ...(this.opts.platformCaFile ? { platformCaFile: this.opts.platformCaFile } : {}),
+      // Written by startDns before the machine joins the bridge (bridgeReady).
+      resolvConfFile: this.resolvConf,
+      bridgeReady,
+      ...(volumeReady ? { volumeReady } : {}),
       sandboxes: this.sandboxes,
       halt: (r) => this.halt(r),
     };
-    // The walls hold the machine's record before its network exists: it is never on the
-    // bridge without them. The resolver is known only once the bridge stands.
-    return this.ensureBridge()
-      .then(() => this.walls.sync())
-      .then(() =>
-        bootMachine(
-          { ...ctx, ...(this.dns ? { resolvConfFile: this.dns.resolvConf } : {}) },
-          spec,
-          record,
-          signal,
-        ),
-      );
+    return bootMachine(ctx, spec, record, signal);
   }
 
   /** Stops the process (signal, then SIGKILL) and unmounts the root; the volume stays. */
@@ -400,6 +445,7 @@ export class LocalRuntime implements MachineRuntime {
   private async startDns(): Promise<void> {
     if (this.dns) return;
     const gateway = this.network.gateway;
+    await mkdir(path.dirname(this.resolvConf), { recursive: true });
     try {
       const server = await MachineDns.start({
         host: gateway,
@@ -407,12 +453,12 @@ export class LocalRuntime implements MachineRuntime {
         policyOf: (ip) => this.walls.dnsPolicy(ip),
         log: this.opts.log,
       });
-      const resolvConf = path.join(this.dir, '.run', 'resolv.conf');
-      await mkdir(path.dirname(resolvConf), { recursive: true });
-      await writeFile(resolvConf, `nameserver ${gateway}\n`, { mode: 0o644 });
-      this.dns = { server, resolvConf };
+      await writeFile(this.resolvConf, `nameserver ${gateway}\n`, { mode: 0o644 });
+      this.dns = server;
       this.walls.useResolver(gateway);
     } catch (err) {
+      // Without a nameserver line a client fails at once instead of waiting on the walls.
+      await writeFile(this.resolvConf, '# no resolver: port 53 of the gateway is taken\n');
       this.opts.log.warn(
         { gateway, err: (err as Error).message },
         'machines get no resolver: port 53 of the gateway is taken',
@@ -423,7 +469,7 @@ export class LocalRuntime implements MachineRuntime {
   /** Stops the machines' resolver and the refresh of allowed names; machines keep running. */
   async close(): Promise<void> {
     this.walls.close();
-    await this.dns?.server.close();
+    await this.dns?.close();
     this.dns = undefined;
   }
 

@@ -4,7 +4,7 @@
  * layer's directories, the overlay root, the netns on the bridge, the cgroup with its
  * limits; then the sandbox spec, with the process worked out from the image and the spec.
  */
-import { chmod, chown, lstat, mkdir } from 'node:fs/promises';
+import { chmod, chown, lstat, mkdir, stat } from 'node:fs/promises';
 import path from 'node:path';
 import type { CgroupSet } from '../../host/cgroups/cgroup.js';
 import type { StoragePool } from '../../storage/pool/pool.js';
@@ -14,6 +14,7 @@ import {
   hostId,
   mountRootfs,
   resolveInRoot,
+  together,
   type Network,
   type SandboxSpec,
 } from '../sandbox/index.js';
@@ -55,6 +56,14 @@ export interface PrepareContext {
   platformCaFile?: string;
   /** The resolv.conf naming the machines' resolver (machine-dns.ts), when it runs. */
   resolvConfFile?: string;
+  /**
+   * Resolves once the bridge and the walls holding this machine's record stand: the
+   * machine joins the bridge only then (its namespaces, root and cgroup are made
+   * meanwhile). Default: at once.
+   */
+  bridgeReady?: Promise<unknown>;
+  /** Resolves once the record's writable layer exists (a create makes it meanwhile). */
+  volumeReady?: Promise<void>;
 }
 
 const failed = (message: string) => new MachineStartError('create-failed', message);
@@ -65,22 +74,13 @@ export async function prepareMachine(
   spec: MachineSpec,
   record: MachineRecord,
 ): Promise<{ sandbox: SandboxSpec; paths: MachinePaths }> {
-  const volume = await ctx.pool.info(record.volume);
-  if (!volume) throw failed(`the writable layer of machine ${record.id} is gone`);
-  const paths = machinePaths(ctx.machinesDir, record.id, volume.path);
-  await mkdir(paths.state, { recursive: true, mode: 0o700 });
-  // The writable layer's top is the machine's `/` (overlay shows the upper directory's
-  // owner there): machine root's, like the image's root.
-  await mkdir(paths.upper, { recursive: true, mode: 0o755 });
-  await chown(paths.upper, hostId(0), hostId(0));
-  await mountRootfs({
-    lower: await ctx.imageRoot(record),
-    upper: paths.upper,
-    work: paths.work,
-    merged: paths.root,
-  });
-  const net = await ctx.network.createNetns(record.id, record.ip);
-  await ctx.cgroups.create(record.id, record.limits);
+  const paths = machinePaths(ctx.machinesDir, record.id, await volumePath(ctx, record));
+  // The root, the network and the cgroup need nothing of each other: made at once.
+  const [, net] = await together([
+    mountRoot(ctx, record, paths),
+    ctx.network.createNetns(record.id, record.ip, ctx.bridgeReady),
+    ctx.cgroups.create(record.id, record.limits),
+  ]);
 
   const mounts = [];
   for (const v of spec.volumes) {
@@ -131,6 +131,34 @@ export async function prepareMachine(
     logMaxBytes: ctx.logMaxBytes,
   };
   return { sandbox, paths };
+}
+
+/**
+ * Where the machine's writable layer is: the path its record holds while that is a
+ * directory (asking the pool costs two `btrfs` runs), else the pool's answer.
+ */
+async function volumePath(ctx: PrepareContext, record: MachineRecord): Promise<string> {
+  await ctx.volumeReady;
+  const known = await stat(record.volumePath).catch(() => undefined);
+  if (known?.isDirectory()) return record.volumePath;
+  const volume = await ctx.pool.info(record.volume);
+  if (!volume) throw failed(`the writable layer of machine ${record.id} is gone`);
+  return volume.path;
+}
+
+/** The writable layer's directories and the overlay root on them. */
+async function mountRoot(ctx: PrepareContext, record: MachineRecord, paths: MachinePaths) {
+  await mkdir(paths.state, { recursive: true, mode: 0o700 });
+  // The writable layer's top is the machine's `/` (overlay shows the upper directory's
+  // owner there): machine root's, like the image's root.
+  await mkdir(paths.upper, { recursive: true, mode: 0o755 });
+  await chown(paths.upper, hostId(0), hostId(0));
+  await mountRootfs({
+    lower: await ctx.imageRoot(record),
+    upper: paths.upper,
+    work: paths.work,
+    merged: paths.root,
+  });
 }
 
 /**

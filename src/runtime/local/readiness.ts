@@ -14,10 +14,14 @@ export const DEFAULT_MAX_WAIT_MS = 60_000;
 
 /**
  * How often the port is tried before it first accepts: every 2 ms at first, since bootMs
- * counts the wait and most servers listen within milliseconds, then half again as long
- * each time up to 50 ms, so a slow starter is not hammered.
+ * counts the wait and most servers listen within milliseconds (runc alone takes some
+ * 150 ms), then half again as long each time up to 5 ms during the first second, so a
+ * port that opens is seen within a few ms; after it up to 50 ms, so a slow starter is
+ * not hammered. A try is one connect over the bridge, refused at once.
  */
 const PORT_POLL_FIRST_MS = 2;
+const PORT_POLL_EARLY_MAX_MS = 5;
+const PORT_POLL_EARLY_FOR_MS = 1_000;
 const PORT_POLL_MAX_MS = 50;
 
 /** What a readiness wait ended with. */
@@ -90,6 +94,7 @@ export async function waitReady(spec: MachineSpec, opts: ReadinessOptions): Prom
   let portOpen = false;
   let streak = 0;
   let pause = PORT_POLL_FIRST_MS;
+  const early = Date.now() + PORT_POLL_EARLY_FOR_MS;
   for (;;) {
     opts.signal?.throwIfAborted();
     const exit = await opts.exited();
@@ -101,7 +106,8 @@ export async function waitReady(spec: MachineSpec, opts: ReadinessOptions): Prom
       if (portOpen && !check?.path) return { ready: true };
       if (!portOpen) {
         await sleep(Math.min(pause, Math.max(0, deadline - Date.now())));
-        pause = Math.min(PORT_POLL_MAX_MS, pause * 1.5);
+        const most = Date.now() < early ? PORT_POLL_EARLY_MAX_MS : PORT_POLL_MAX_MS;
+        pause = Math.min(most, pause * 1.5);
       }
       continue;
     }

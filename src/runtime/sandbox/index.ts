@@ -8,6 +8,7 @@
 export { allocateIp, gatewayOf, isMachineIp, parseCidr } from './cidr.js';
 export { assertSandboxId, netnsName, vethName } from './names.js';
 export { Network, type MachineNet, type NetworkOptions } from './network.js';
+export { together } from './together.js';
 export { applyWalls, removeWalls, sweepWalls } from './walls.js';
 export { wallsRuleset, type WallsMachine, type WallsPlan } from './walls-ruleset.js';
 export {

@@ -20,6 +20,7 @@ import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import {
   closeSync,
   constants,
+  existsSync,
   mkdirSync,
   openSync,
   readFileSync,
@@ -140,8 +141,10 @@ function writeAtomic(file: string, data: unknown): void {
 async function start(msg: StartMessage): Promise<void> {
   const log = LogWriter.open(msg.stateDir, msg.logMaxBytes);
   const fifos = openFifos(msg.stateDir);
-  // A sandbox of this id left by a keeper that was killed would make `run` refuse.
-  deleteContainer(msg);
+  // A sandbox of this id left by a keeper that was killed would make `run` refuse
+  // (runc keeps its state in `<root>/<id>`: without one, a run of runc is saved; runsc
+  // names its state files otherwise, so it is always asked).
+  if (msg.runtime !== 'runc' || existsSync(path.join(msg.root, msg.id))) deleteContainer(msg);
   mkdirSync(msg.bundle, { recursive: true, mode: 0o700 });
   const configFile = path.join(msg.bundle, 'config.json');
   const pidFile = path.join(msg.bundle, 'init.pid');

@@ -9,13 +9,29 @@ import { run } from './exec.js';
 import { vethName } from './names.js';
 import { linkExists, netnsExists, Network } from './network.js';
 import { sandboxUnavailable } from './testbed.test-helper.js';
+import { isNamespaceFile, usernsFile } from './userns.js';
 
 const unavailable = await sandboxUnavailable();
 const bridge = `pier-n${process.pid}`.slice(0, 15);
-const ids = [`nt${process.pid}a`, `nt${process.pid}b`];
+const ids = [`nt${process.pid}a`, `nt${process.pid}b`, `nt${process.pid}c`, `nt${process.pid}d`];
 
 /** Runs `argv` inside machine `id`'s network namespace; its stdout. */
 const inNs = (id: string, ...argv: string[]) => run(['ip', 'netns', 'exec', `pier-${id}`, ...argv]);
+
+/** The bridge the host end of machine `id`'s veth is on (undefined: none, or no veth). */
+async function masterOf(id: string): Promise<string | undefined> {
+  if (!(await linkExists(vethName(id)))) return undefined;
+  const links = JSON.parse(await run(['ip', '-j', 'link', 'show', 'dev', vethName(id)])) as {
+    master?: string;
+  }[];
+  return links[0]?.master;
+}
+
+/** How many mounts sit on `file` (a namespace kept twice would leak the first). */
+const mountsOn = async (file: string) =>
+  (await readFile('/proc/self/mountinfo', 'utf8'))
+    .split('\n')
+    .filter((line) => line.split(' ')[4] === file).length;
 
 describe.skipIf(unavailable)(`Network${unavailable ? ` (skipped: ${unavailable})` : ''}`, () => {
   const net = new Network({ bridge, cidr: '10.214.0.0/16' });
@@ -136,5 +152,42 @@ describe.skipIf(unavailable)(`Network${unavailable ? ` (skipped: ${unavailable})
     execFileSync('ip', ['netns', 'add', `pier-${id}`]);
     await net.createNetns(id, '10.214.0.2');
     expect(await linkExists(vethName(id))).toBe(true);
+  });
+
+  it('keeps a machine off the bridge until what it waits for stands, making its namespaces meanwhile', async () => {
+    const id = ids[2] as string;
+    let open = () => {};
+    const walls = new Promise<void>((resolve) => (open = resolve));
+    const making = net.createNetns(id, '10.214.0.4', walls);
+    const deadline = Date.now() + 10_000;
+    while (!(await isNamespaceFile(usernsFile(`pier-${id}`)))) {
+      if (Date.now() > deadline) throw new Error('the user namespace was not made meanwhile');
+      await new Promise((r) => setTimeout(r, 5));
+    }
+    await new Promise((r) => setTimeout(r, 50));
+    expect(await masterOf(id)).toBeUndefined();
+    open();
+    await making;
+    expect(await masterOf(id)).toBe(bridge);
+  });
+
+  it('leaves nothing on the bridge when what it waits for fails, and a retry makes it whole', async () => {
+    const id = ids[3] as string;
+    const userns = usernsFile(`pier-${id}`);
+    await expect(
+      net.createNetns(id, '10.214.0.5', Promise.reject(new Error('walls failed'))),
+    ).rejects.toThrow(/walls failed/);
+    expect(await linkExists(vethName(id))).toBe(false);
+    expect(await netnsExists(`pier-${id}`)).toBe(false);
+    await net.createNetns(id, '10.214.0.5');
+    expect(await masterOf(id)).toBe(bridge);
+    // The user namespace left by the failed try was replaced, not stacked on.
+    expect(await mountsOn(userns)).toBe(1);
+    const map = await run(['nsenter', `--user=${userns}`, '--', 'cat', '/proc/self/uid_map']);
+    expect(map.trim().split(/\s+/)).toEqual(['0', '200000', '65536']);
+    expect(await isNamespaceFile(userns)).toBe(true);
+    await net.removeNetns(id);
+    expect(await isNamespaceFile(userns)).toBe(false);
+    expect(await mountsOn(userns)).toBe(0);
   });
 });

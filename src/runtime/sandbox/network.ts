@@ -14,7 +14,15 @@ import { access, writeFile } from 'node:fs/promises';
 import { gatewayOf, isMachineIp, networkOf, overlaps, parseCidr } from './cidr.js';
 import { CommandError, run } from './exec.js';
 import { netnsName, vethName } from './names.js';
-import { createMachineNamespaces, releaseMachineNamespaces, usernsFile } from './userns.js';
+import {
+  createMachineNamespaces,
+  isNamespaceFile,
+  keepUserns,
+  releaseMachineNamespaces,
+  spawnNamespaceHolder,
+  usernsFile,
+} from './userns.js';
+import { together } from './together.js';
 import { removeWalls } from './walls.js';
 
 export { allocateIp } from './cidr.js';
@@ -63,11 +71,14 @@ async function runUnless(argv: string[], done: () => Promise<boolean>): Promise<
   }
 }
 
-/** Lets the namespace's processes bind ports below 1024 and ping, without capabilities. */
-function allowUnprivileged(ns: string): Promise<string> {
+/**
+ * Lets the namespace's processes bind ports below 1024 and ping, without capabilities.
+ * `netns` is nsenter's way to it: `--net=<file>`, or `--target <pid> --net`.
+ */
+function allowUnprivileged(...netns: string[]): Promise<string> {
   return run([
     'nsenter',
-    `--net=/run/netns/${ns}`,
+    ...netns,
     '--',
     'sysctl',
     '-q',
@@ -157,18 +168,29 @@ export class Network {
    * gateway, and unprivileged ports and ping allowed (its processes hold no capability
    * over a namespace the host's user namespace owns, so a web server on port 80 needs the
    * first). Calling again with another `ip` moves the machine to it.
+   *
+   * `joinAfter` is what must stand before the machine is on the bridge (the bridge
+   * itself and the walls that hold its record): the namespaces are made meanwhile, and
+   * its veth joins the bridge only once that resolves.
    */
-  async createNetns(machineId: string, ip: string): Promise<MachineNet> {
+  async createNetns(
+    machineId: string,
+    ip: string,
+    joinAfter: Promise<unknown> = Promise.resolve(),
+  ): Promise<MachineNet> {
+    joinAfter.catch(() => {}); // awaited below, perhaps after it failed
     if (!isMachineIp(this.cidr, ip))
       throw new Error(`${ip} is not a machine address in ${this.cidr}`);
     const ns = netnsName(machineId);
     const veth = vethName(machineId);
     // A namespace made before machines had user namespaces of their own is made anew.
-    if ((await netnsExists(ns)) && !(await exists(usernsFile(ns))))
+    // So is one whose user namespace is not kept (a fresh start that failed half-way).
+    if ((await netnsExists(ns)) && !(await isNamespaceFile(usernsFile(ns))))
       await this.removeNetns(machineId);
     if (!(await netnsExists(ns)) && !(await linkExists(veth))) {
-      return this.freshNetns(ns, veth, ip);
+      return this.freshNetns(ns, veth, ip, joinAfter);
     }
+    await joinAfter;
     if (!(await netnsExists(ns))) await createMachineNamespaces(ns);
     if (!(await linkExists(veth))) {
       const add = ['ip', 'link', 'add', veth, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', ns];
@@ -185,7 +207,7 @@ export class Network {
     }
     await inNs('link', 'set', 'dev', 'eth0', 'up');
     await inNs('route', 'replace', 'default', 'via', this.gateway, 'dev', 'eth0');
-    await allowUnprivileged(ns);
+    await allowUnprivileged(`--net=/run/netns/${ns}`);
     return this.machineNet(ns, veth, ip);
   }
 
@@ -195,34 +217,56 @@ export class Network {
   }
 
   /**
-   * The usual case, a machine's first start: nothing of its network exists, so the same
-   * steps go as two `ip -batch` runs (on the host, then inside the namespace) instead of
-   * one `ip` per step; each spawn of a tool costs milliseconds from a large process. A
-   * batch that fails halfway leaves what the careful path above completes on the retry.
+   * The usual case, a machine's first start: nothing of its network exists. One holder
+   * process makes both namespaces (userns.ts); while the user namespace is bound and the
+   * sysctls are set through the holder, one `ip -batch` on the host keeps the netns
+   * (`netns attach`), makes the veth and puts it on the bridge, then one inside the
+   * namespace sets it up. A spawn of a tool costs milliseconds from a large process, so
+   * the steps go in as few as can be, and those that do not wait on each other go
+   * together. A start that fails halfway leaves what the careful path above completes
+   * on the retry.
    */
-  private async freshNetns(ns: string, veth: string, ip: string): Promise<MachineNet> {
-    await createMachineNamespaces(ns);
-    await run(
-      ['ip', '-batch', '-'],
-      30_000,
-      [
-        `link add ${veth} type veth peer name eth0 netns ${ns}`,
-        `link set dev ${veth} master ${this.bridge} up`,
-        '',
-      ].join('\n'),
-    );
-    await run(
-      ['ip', '-n', ns, '-batch', '-'],
-      30_000,
-      [
-        'link set dev lo up',
-        `addr add ${ip}/${this.prefix} dev eth0`,
-        'link set dev eth0 up',
-        `route replace default via ${this.gateway} dev eth0`,
-        '',
-      ].join('\n'),
-    );
-    await allowUnprivileged(ns);
+  private async freshNetns(
+    ns: string,
+    veth: string,
+    ip: string,
+    joinAfter: Promise<unknown>,
+  ): Promise<MachineNet> {
+    const holder = await spawnNamespaceHolder();
+    const pid = String(holder.pid);
+    const join = async () => {
+      await joinAfter;
+      await run(
+        ['ip', '-batch', '-'],
+        30_000,
+        [
+          `netns attach ${ns} ${pid}`,
+          `link add ${veth} type veth peer name eth0 netns ${ns}`,
+          `link set dev ${veth} master ${this.bridge} up`,
+          '',
+        ].join('\n'),
+      );
+      await run(
+        ['ip', '-n', ns, '-batch', '-'],
+        30_000,
+        [
+          'link set dev lo up',
+          `addr add ${ip}/${this.prefix} dev eth0`,
+          'link set dev eth0 up',
+          `route replace default via ${this.gateway} dev eth0`,
+          '',
+        ].join('\n'),
+      );
+    };
+    try {
+      await together([
+        keepUserns(ns, holder.pid),
+        allowUnprivileged('--target', pid, '--net'),
+        join(),
+      ]);
+    } finally {
+      holder.release();
+    }
     return this.machineNet(ns, veth, ip);
   }
 

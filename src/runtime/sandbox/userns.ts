@@ -19,15 +19,13 @@ import {
   lstat,
   mkdir,
   readdir,
-  readFile,
-  readlink,
   rm,
   stat,
+  statfs,
   writeFile,
 } from 'node:fs/promises';
 import path from 'node:path';
 import { run } from './exec.js';
-import { sleep } from './proc.js';
 
 /** The host uid and gid a machine's 0 is; the range runs GUEST_ID_COUNT ids from it. */
 export const GUEST_ID_BASE = 200_000;
@@ -67,85 +65,136 @@ export function usernsFile(name: string): string {
   return path.join(USERNS_DIR, name);
 }
 
-/** Whether something is mounted at `file` (the paths here hold no characters mountinfo escapes). */
-const isMounted = async (file: string) =>
-  (await readFile('/proc/self/mountinfo', 'utf8'))
-    .split('\n')
-    .some((line) => line.split(' ')[4] === file);
+/** statfs type of nsfs: a namespace kept as a file is a bind mount of an nsfs inode. */
+const NSFS_MAGIC = 0x6e736673;
+
+/**
+ * Whether `file` holds a namespace (a bind mount of an nsfs inode), by one statfs; an
+ * empty file left by a half-made namespace, or no file, is not one.
+ */
+export const isNamespaceFile = (file: string) =>
+  statfs(file).then(
+    (st) => st.type === NSFS_MAGIC,
+    () => false,
+  );
+
+/**
+ * A process alone in a new user namespace (mapped as above) and a network namespace that
+ * user namespace owns: both live as long as it does, long enough to be kept as files
+ * (`keepUserns`, `ip netns attach`). `release` lets it exit.
+ */
+export interface NamespaceHolder {
+  pid: number;
+  release(): void;
+}
+
+/**
+ * Starts a holder: `unshare --user --net -- cat` (argument arrays), which echoes a byte
+ * once `cat` runs, that is once unshare has made both namespaces; the maps are then
+ * written from here, as host root. One spawn and no polling.
+ */
+export async function spawnNamespaceHolder(): Promise<NamespaceHolder> {
+  const holder = spawn('unshare', ['--user', '--net', '--', 'cat'], {
+    stdio: ['pipe', 'pipe', 'ignore'],
+  });
+  const release = () => {
+    holder.stdin?.end();
+    holder.stdout?.destroy();
+  };
+  try {
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(
+        () => reject(new Error('unshare did not make its namespaces in 5 s')),
+        5_000,
+      );
+      const settle = (err?: Error) => {
+        clearTimeout(timer);
+        if (err) reject(err);
+        else resolve();
+      };
+      holder.once('error', (err) => settle(err));
+      holder.once('exit', () => settle(new Error('unshare ended before it unshared')));
+      holder.stdout?.once('data', () => settle());
+      holder.stdin?.write('.');
+    });
+    const pid = holder.pid as number;
+    await writeFile(`/proc/${pid}/uid_map`, ID_MAP);
+    await writeFile(`/proc/${pid}/gid_map`, ID_MAP);
+    return { pid, release };
+  } catch (err) {
+    release();
+    if (holder.exitCode === null) holder.kill('SIGKILL');
+    throw err;
+  }
+}
+
+/** Keeps the user namespace of holder `pid` as `<usernsDir>/<name>` (a bind mount). */
+export async function keepUserns(name: string, pid: number): Promise<void> {
+  const file = usernsFile(name);
+  await mkdir(USERNS_DIR, { recursive: true, mode: 0o700 });
+  if (await isNamespaceFile(file)) await run(['umount', '--lazy', file]); // a leftover
+  await writeFile(file, '', { mode: 0o444 });
+  await run(['mount', '--bind', `/proc/${pid}/ns/user`, file]);
+}
 
 /**
  * Makes user namespace `name` (mapped as above) and a network namespace it owns, both
  * kept as files; returns the user namespace's file. Idempotent: existing ones are kept.
- * A holder process (`unshare … cat`, run with argument arrays) creates them and lives
- * only until both are bound.
+ * The network's fresh path (network.ts) does the same steps itself, the netns attach in
+ * the batch that makes its veth.
  */
 export async function createMachineNamespaces(name: string): Promise<string> {
   const userns = usernsFile(name);
   const netns = path.join(NETNS_DIR, name);
-  if ((await isMounted(userns)) && (await isMounted(netns))) return userns;
+  if ((await isNamespaceFile(userns)) && (await isNamespaceFile(netns))) return userns;
   await releaseMachineNamespaces(name);
-  await mkdir(USERNS_DIR, { recursive: true, mode: 0o700 });
-  await mkdir(NETNS_DIR, { recursive: true, mode: 0o755 });
-  const holder = spawn('unshare', ['--user', '--net', '--', 'cat'], {
-    stdio: ['pipe', 'ignore', 'ignore'],
-  });
+  const holder = await spawnNamespaceHolder();
   try {
-    const pid = holder.pid;
-    if (pid === undefined) throw new Error('unshare could not be started');
-    await waitUnshared(pid);
-    await writeFile(`/proc/${pid}/uid_map`, ID_MAP);
-    await writeFile(`/proc/${pid}/gid_map`, ID_MAP);
-    for (const [kind, file] of [
-      ['user', userns],
-      ['net', netns],
-    ] as const) {
-      await writeFile(file, '', { mode: 0o444 });
-      await run(['mount', '--bind', `/proc/${pid}/ns/${kind}`, file]);
-    }
+    await Promise.all([
+      keepUserns(name, holder.pid),
+      run(['ip', 'netns', 'attach', name, String(holder.pid)]),
+    ]);
     return userns;
   } catch (err) {
     await releaseMachineNamespaces(name);
     throw err;
   } finally {
-    holder.stdin?.end();
-  }
-}
-
-/** Waits until process `pid` is in user and network namespaces of its own. */
-async function waitUnshared(pid: number): Promise<void> {
-  const mine = await Promise.all(['user', 'net'].map((k) => readlink(`/proc/self/ns/${k}`)));
-  const deadline = Date.now() + 5_000;
-  for (;;) {
-    const theirs = await Promise.all(
-      ['user', 'net'].map((k) => readlink(`/proc/${pid}/ns/${k}`).catch(() => undefined)),
-    );
-    if (theirs.every((t, i) => t !== undefined && t !== mine[i])) return;
-    if (theirs.some((t) => t === undefined)) throw new Error('unshare ended before it unshared');
-    if (Date.now() > deadline) throw new Error('unshare did not make its namespaces in 5 s');
-    await sleep(1);
+    holder.release();
   }
 }
 
 /** Removes what `createMachineNamespaces(name)` made; missing parts are fine. */
 export async function releaseMachineNamespaces(name: string): Promise<void> {
   for (const file of [path.join(NETNS_DIR, name), usernsFile(name)]) {
-    if (await isMounted(file)) await run(['umount', '--lazy', file]);
+    if (await isNamespaceFile(file)) await run(['umount', '--lazy', file]);
     await rm(file, { force: true });
   }
 }
 
 /**
+ * Directories already found searchable by the machines' range, so that each start does
+ * not stat every ancestor again (a chain is added only once all of it was checked).
+ */
+const traversable = new Set<string>();
+
+/**
  * Lets the machines' range pass through every directory above `target` (adds o+x where
  * missing, never read): runc binds a machine's root and volumes from inside its user
  * namespace, as host uid 200000, so each directory on the way must let that uid search
- * it. A data directory under a 0700 home is the usual case.
+ * it. A data directory under a 0700 home is the usual case. Each directory is looked at
+ * once per process: one an operator closes again later fails the next start loudly
+ * (runc cannot reach the root), and the next pier start opens it again.
  */
 export async function ensureTraversable(target: string): Promise<void> {
+  const checked: string[] = [];
   for (let dir = path.dirname(path.resolve(target)); ; dir = path.dirname(dir)) {
+    if (traversable.has(dir)) break;
     const st = await stat(dir);
     if ((st.mode & 0o001) === 0) await chmod(dir, (st.mode & 0o7777) | 0o001);
-    if (dir === '/') return;
+    checked.push(dir);
+    if (dir === '/') break;
   }
+  for (const dir of checked) traversable.add(dir);
 }
 
 /**
