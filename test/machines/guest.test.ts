@@ -271,6 +271,11 @@ describe.skipIf(!canRunMachines)('machine files: the rights of the machine’s u
     expect(list.body.entries).toEqual([
       expect.objectContaining({ name: 'plan', uid: 1000, gid: 1000 }),
     ]);
+    // The machine's own process is in that group too, as Docker would put it: the API
+    // reaches no further than the machine's user does.
+    const ids = await session(id, '?cmd=/bin/id&cmd=-G');
+    await ids.exit;
+    expect(ids.out[1].trim().split(' ').sort()).toEqual(['1000', '2000']);
   });
 
   it('agrees with the machine itself, and no key or token reaches further', async () => {

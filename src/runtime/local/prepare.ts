@@ -125,6 +125,7 @@ export async function prepareMachine(
     cwd,
     uid: user.uid,
     gid: user.gid,
+    ...(user.groups ? { groups: user.groups } : {}),
     mounts,
     cgroup: record.id,
     stateDir: paths.state,

@@ -23,11 +23,21 @@ describe('image users', () => {
   it('resolves names, ids and pairs of them', async () => {
     expect(await resolveUser(root, undefined)).toEqual({ uid: 0, gid: 0, home: '/root' });
     expect(await resolveUser(root, '')).toEqual({ uid: 0, gid: 0, home: '/root' });
-    expect(await resolveUser(root, 'app')).toEqual({ uid: 1000, gid: 1001, home: '/home/app' });
+    // app is a member of staff (50) in /etc/group: a supplementary group, as Docker gives.
+    expect(await resolveUser(root, 'app')).toEqual({
+      uid: 1000,
+      gid: 1001,
+      groups: [50],
+      home: '/home/app',
+    });
     expect(await resolveUser(root, '33')).toEqual({ uid: 33, gid: 33, home: '/var/www' });
     expect(await resolveUser(root, '4242')).toEqual({ uid: 4242, gid: 0 });
     expect(await resolveUser(root, '4242:7')).toEqual({ uid: 4242, gid: 7 });
-    expect(await resolveUser(root, 'app:staff')).toMatchObject({ uid: 1000, gid: 50 });
+    expect(await resolveUser(root, 'app:staff')).toEqual({
+      uid: 1000,
+      gid: 50,
+      home: '/home/app',
+    });
     expect(await resolveUser(root, 'web:0')).toMatchObject({ uid: 33, gid: 0 });
   });
 

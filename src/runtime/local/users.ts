@@ -15,8 +15,16 @@ import { resolveInRoot } from '../sandbox/index.js';
 export interface MachineUser {
   uid: number;
   gid: number;
+  /**
+   * Supplementary groups: those whose member list in /etc/group names the user (as
+   * Docker and a login give them), besides `gid`; absent when none.
+   */
+  groups?: number[];
   home?: string;
 }
+
+/** The machine's ids: what its user namespace maps (sandbox/userns.ts). */
+const GUEST_IDS = 65536;
 
 /** A User the image names but its files do not define. */
 export class UserError extends Error {
@@ -72,15 +80,27 @@ export async function resolveUser(root: string, user: string | undefined): Promi
   }
   const uid = numeric(ID.test(who) ? who : (entry![2] ?? ''), 'uid');
   let gid = entry?.[3] && ID.test(entry[3]) ? Number(entry[3]) : 0;
+  const groupFile = records(await readInRoot(root, '/etc/group'));
   if (group !== undefined && group !== '') {
     if (ID.test(group)) gid = numeric(group, 'gid');
     else {
-      const g = records(await readInRoot(root, '/etc/group')).find((r) => r[0] === group);
+      const g = groupFile.find((r) => r[0] === group);
       if (!g)
         throw new UserError(`group ${JSON.stringify(group)} is not in the image's /etc/group`);
       gid = numeric(g[2] ?? '', 'gid');
     }
   }
+  const name = entry?.[0];
+  const groups = name
+    ? [
+        ...new Set(
+          groupFile
+            .filter((r) => (r[3] ?? '').split(',').includes(name))
+            .map((r) => (ID.test(r[2] ?? '') ? Number(r[2]) : -1))
+            .filter((g) => g >= 0 && g < GUEST_IDS && g !== gid),
+        ),
+      ]
+    : [];
   const home = entry?.[5];
-  return { uid, gid, ...(home ? { home } : {}) };
+  return { uid, gid, ...(groups.length ? { groups } : {}), ...(home ? { home } : {}) };
 }

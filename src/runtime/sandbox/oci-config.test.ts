@@ -31,6 +31,8 @@ describe('OCI configuration of a sandbox', () => {
     expect(c.process.env).toEqual(['PATH=/bin', 'SECRET=hunter2']);
     expect(c.process.cwd).toBe('/srv');
     expect(c.process.user).toEqual({ uid: 0, gid: 0, additionalGids: [] });
+    const member = ociConfig({ ...spec, uid: 1000, gid: 1000, groups: [50, 27] }, opts);
+    expect(member.process.user).toEqual({ uid: 1000, gid: 1000, additionalGids: [50, 27] });
     expect(c.process.noNewPrivileges).toBe(true);
     expect(c.root).toEqual({ path: spec.rootfs, readonly: false });
     const init = c.mounts.find((m) => m.destination === INIT_PATH);

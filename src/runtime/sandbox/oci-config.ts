@@ -174,7 +174,7 @@ export function ociConfig(spec: SandboxSpec, opts: OciOptions): OciConfig {
     ociVersion: '1.0.2',
     process: {
       terminal: false,
-      user: { uid: spec.uid, gid: spec.gid, additionalGids: [] },
+      user: { uid: spec.uid, gid: spec.gid, additionalGids: spec.groups ?? [] },
       args: [INIT_PATH, '--', ...spec.argv],
       env: Object.entries(spec.env).map(([k, v]) => `${k}=${v}`),
       cwd: spec.cwd,

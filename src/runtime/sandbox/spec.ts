@@ -29,6 +29,8 @@ export interface SandboxSpec {
   /** The process's uid and gid inside the machine (0–65535; see userns.ts). */
   uid: number;
   gid: number;
+  /** Supplementary groups inside the machine (0–65535); sessions get them too. */
+  groups?: number[];
   /** Host directories bound into the sandbox (targets are paths inside it). */
   mounts: { source: string; target: string; readOnly: boolean }[];
   /** Name of the group in the CgroupSet, made beforehand with the machine's limits. */
