@@ -3,15 +3,14 @@
  * (`pier-s<pid>`, 10.215.0.0/16); `a` serves HTTP, `b` looks around with busybox. Skipped
  * where sandboxes cannot run (not root, no runc…).
  */
-import { chown, mkdir, readFile, rm, stat, symlink, writeFile } from 'node:fs/promises';
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { readFile, rm, stat, symlink, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Network, type MachineNet } from './network.js';
+import { Network } from './network.js';
 import { ROOT_CAPS } from './spec.js';
-import { makeBed, sandboxUnavailable, type Bed } from './testbed.test-helper.js';
+import { sandboxUnavailable, type Bed } from './testbed.test-helper.js';
+import { startTwoMachines, type TwoMachines } from './two-machines.test-helper.js';
 
 const unavailable = await sandboxUnavailable();
 const exists = (p: string) =>
@@ -28,55 +27,28 @@ describe.skipIf(unavailable)(
     const hostMarkers = [path.join(os.tmpdir(), marker), path.join('/root', marker)];
     const escape = `/tmp/pier-escape-${process.pid}`;
     let bed: Bed;
-    let server: http.Server;
     let hostPort = 0;
     let volume: string;
-    const nets = new Map<string, MachineNet>();
-    const netOf = (id: string) => {
-      const n = nets.get(id) as MachineNet;
-      return { netns: n.netns, userns: n.userns };
-    };
+    let two: TwoMachines;
+    const probeB = (script: string, over = {}) => two.probeB(script, over);
 
     beforeAll(async () => {
-      bed = await makeBed('iso');
       for (const f of hostMarkers) await writeFile(f, 'host only\n');
-      await net.ensureBridge();
-      // The platform's side: a server on the gateway address, as the proxy will be.
-      server = http.createServer((_, res) => res.end('hello from the host\n'));
-      await new Promise<void>((r) => server.listen(0, net.gateway, r));
-      hostPort = (server.address() as AddressInfo).port;
-      for (const [id, ip] of [
-        ['a', '10.215.0.2'],
-        ['b', '10.215.0.3'],
-      ] as const) {
-        await bed.machine(id, { memoryBytes: 64 << 20, pids: 64 });
-        nets.set(id, await net.createNetns(`iso${process.pid}${id}`, ip));
-      }
-      volume = path.join(bed.dir, 'volume-data');
-      await mkdir(path.join(volume, 'rw'), { recursive: true });
-      await chown(path.join(volume, 'rw'), 200_000, 200_000); // machine root's, as prepare.ts makes it
-      await mkdir(path.join(volume, 'ro'), { recursive: true });
-      await writeFile(path.join(volume, 'ro/config'), 'setting=1\n');
       // Machine a serves the image's /var/www on port 80, as root, and leaves traces.
-      const a = await bed.spec(
-        'a',
-        'echo secret > /srv/a-secret; echo tmp > /tmp/a-tmp; exec httpd -f -p 80 -h /var/www',
-        { ...netOf('a'), hostname: 'machine-a' },
-      );
-      await bed.sandboxes.run(a);
+      two = await startTwoMachines(net, {
+        tag: 'iso',
+        limits: { memoryBytes: 64 << 20, pids: 64 },
+        serve:
+          'echo secret > /srv/a-secret; echo tmp > /tmp/a-tmp; exec httpd -f -p 80 -h /var/www',
+      });
+      ({ bed, hostPort, volume } = two);
     });
 
     afterAll(async () => {
-      await bed?.cleanup();
-      server?.close();
-      for (const id of ['a', 'b']) await net.removeNetns(`iso${process.pid}${id}`).catch(() => {});
-      await net.removeBridge();
+      await two?.close();
       for (const f of hostMarkers) await rm(f, { force: true });
       await rm(escape, { recursive: true, force: true });
     });
-
-    const probeB = (script: string, over = {}) =>
-      bed.probe('b', script, { ...netOf('b'), hostname: 'machine-b', ...over });
 
     it('shows only its own processes; pid 1 is the sandbox init, the parent of its process', async () => {
       const { out, status } = await probeB(

@@ -5,18 +5,18 @@
  * looks around. Skipped where sandboxes cannot run or runsc is not installed.
  */
 import { execFile, execFileSync } from 'node:child_process';
-import { chown, mkdir, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { MachineRecord } from '../local/records.js';
 import { guestOf } from '../local/guest.js';
-import { Network, type MachineNet } from './network.js';
+import { Network } from './network.js';
 import { runArgv } from './runtimes.js';
 import { ROOT_CAPS } from './spec.js';
-import { makeBed, sandboxUnavailable, type Bed } from './testbed.test-helper.js';
+import { sandboxUnavailable, type Bed } from './testbed.test-helper.js';
+import { startTwoMachines, type TwoMachines } from './two-machines.test-helper.js';
 
 async function runscUnavailable(): Promise<string | undefined> {
   const base = await sandboxUnavailable();
@@ -66,52 +66,26 @@ describe.skipIf(unavailable)(
     const marker = `pier-host-marker-${process.pid}`;
     const hostMarker = path.join(os.tmpdir(), marker);
     let bed: Bed;
-    let server: http.Server;
     let hostPort = 0;
     let volume: string;
-    const nets = new Map<string, MachineNet>();
-    const netOf = (id: string) => {
-      const n = nets.get(id) as MachineNet;
-      return { netns: n.netns, userns: n.userns };
-    };
+    let two: TwoMachines;
+    const probeB = (script: string, over = {}) => two.probeB(script, over);
 
     beforeAll(async () => {
-      bed = await makeBed('gv', 'runsc');
       await writeFile(hostMarker, 'host only\n');
-      await net.ensureBridge();
-      server = http.createServer((_, res) => res.end('hello from the host\n'));
-      await new Promise<void>((r) => server.listen(0, net.gateway, r));
-      hostPort = (server.address() as AddressInfo).port;
-      for (const [id, ip] of [
-        ['a', '10.217.0.2'],
-        ['b', '10.217.0.3'],
-      ] as const) {
-        await bed.machine(id, { memoryBytes: 256 << 20, pids: 128 });
-        nets.set(id, await net.createNetns(`gv${process.pid}${id}`, ip));
-      }
-      volume = path.join(bed.dir, 'volume-data');
-      await mkdir(path.join(volume, 'rw'), { recursive: true });
-      await chown(path.join(volume, 'rw'), 200_000, 200_000);
-      await mkdir(path.join(volume, 'ro'), { recursive: true });
-      await writeFile(path.join(volume, 'ro/config'), 'setting=1\n');
-      const a = await bed.spec(
-        'a',
-        'echo secret > /srv/a-secret; exec httpd -f -p 80 -h /var/www',
-        { ...netOf('a'), hostname: 'machine-a' },
-      );
-      await bed.sandboxes.run(a);
+      two = await startTwoMachines(net, {
+        tag: 'gv',
+        runtime: 'runsc',
+        limits: { memoryBytes: 256 << 20, pids: 128 },
+        serve: 'echo secret > /srv/a-secret; exec httpd -f -p 80 -h /var/www',
+      });
+      ({ bed, hostPort, volume } = two);
     }, 120_000);
 
     afterAll(async () => {
-      await bed?.cleanup();
-      server?.close();
-      for (const id of ['a', 'b']) await net.removeNetns(`gv${process.pid}${id}`).catch(() => {});
-      await net.removeBridge();
+      await two?.close();
       await rm(hostMarker, { force: true });
     }, 60_000);
-
-    const probeB = (script: string, over = {}) =>
-      bed.probe('b', script, { ...netOf('b'), hostname: 'machine-b', ...over });
 
     it('runs the machine on the Sentry: a host process as nobody, in its cgroup, rooted in nothing', async () => {
       const pid = await bed.sandboxes.find('a');
