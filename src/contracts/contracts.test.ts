@@ -69,6 +69,7 @@ const NO_JSON_ANSWER = new Set([
   'GET /v1/machines/:id/screenshot',
   'GET /v1/machines/:id/files',
   'GET /v1/machines/:id/exec',
+  'GET /v1/resources/:name/tunnel',
   'GET /admin/v1/ca',
 ]);
 
