@@ -75,6 +75,9 @@ export interface LocalRuntimeOptions {
   sandboxRuntime?: MachineRuntimeName;
 }
 
+/** How long after a start the namespaces and keeper for the next one are made. */
+const WARM_DELAY_MS = 100;
+
 /** Runs machines on this host. See the module comment and README.md. */
 export class LocalRuntime implements MachineRuntime {
   private readonly dir: string;
@@ -253,7 +256,11 @@ export class LocalRuntime implements MachineRuntime {
       const frozen = await this.opts.cgroups.isFrozen(id);
       return { state: frozen ? 'suspended' : 'running', ...ip };
     }
-    const exit = await this.sandboxes.exitStatus(id);
+    // Its keeper writes how it ended a moment after the process is gone (it drains the
+    // console pipes first): wait for that rather than report an end without its code.
+    const exit =
+      (await this.sandboxes.exitStatus(id)) ??
+      (await this.sandboxes.waitExit(id, 5_000).catch(() => undefined));
     return { state: 'stopped', ...ip, ...(exit ? { exit } : {}) };
   }
 
@@ -348,8 +355,13 @@ export class LocalRuntime implements MachineRuntime {
     return criuSupport();
   }
 
-  /** Removes a record whose machine never got a writable layer, and its place in the walls. */
+  /**
+   * Removes what a create made of a machine that never got a writable layer: its record,
+   * its place in the walls, and the network and cgroup made meanwhile.
+   */
   private async forgetRecord(id: string): Promise<void> {
+    await this.network.removeNetns(id);
+    await this.removeCgroup(id);
     await this.records.remove(id);
     await this.walls
       .sync()
@@ -387,7 +399,14 @@ export class LocalRuntime implements MachineRuntime {
       sandboxes: this.sandboxes,
       halt: (r) => this.halt(r),
     };
-    return bootMachine(ctx, spec, record, signal);
+    // What the next start can use is made once this one is over and answered: making
+    // it spawns from pier itself, which would hold up the answer.
+    return bootMachine(ctx, spec, record, signal).finally(() => {
+      setTimeout(() => {
+        this.network.warm();
+        this.sandboxes.warm();
+      }, WARM_DELAY_MS).unref();
+    });
   }
 
   /** Stops the process (signal, then SIGKILL) and unmounts the root; the volume stays. */
@@ -469,6 +488,8 @@ export class LocalRuntime implements MachineRuntime {
   /** Stops the machines' resolver and the refresh of allowed names; machines keep running. */
   async close(): Promise<void> {
     this.walls.close();
+    this.network.close();
+    this.sandboxes.close();
     await this.dns?.close();
     this.dns = undefined;
   }

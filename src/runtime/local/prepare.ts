@@ -74,10 +74,14 @@ export async function prepareMachine(
   spec: MachineSpec,
   record: MachineRecord,
 ): Promise<{ sandbox: SandboxSpec; paths: MachinePaths }> {
-  const paths = machinePaths(ctx.machinesDir, record.id, await volumePath(ctx, record));
-  // The root, the network and the cgroup need nothing of each other: made at once.
-  const [, net] = await together([
-    mountRoot(ctx, record, paths),
+  // The root, the network and the cgroup need nothing of each other: made at once. Only
+  // the root waits for the writable layer, which a create is still making meanwhile.
+  const [paths, net] = await together([
+    volumePath(ctx, record).then(async (volume) => {
+      const made = machinePaths(ctx.machinesDir, record.id, volume);
+      await mountRoot(ctx, record, made);
+      return made;
+    }),
     ctx.network.createNetns(record.id, record.ip, ctx.bridgeReady),
     ctx.cgroups.create(record.id, record.limits),
   ]);

@@ -137,6 +137,14 @@ describe.skipIf(unavailable)(
       expect([st.uid, st.gid]).toEqual([201_000, 201_000]);
     });
 
+    it('lets any of its users bind ports below 1024 and ping, as in Docker', async () => {
+      const { out } = await probeB(
+        'cat /proc/sys/net/ipv4/ip_unprivileged_port_start /proc/sys/net/ipv4/ping_group_range; httpd -f -p 81 -h /tmp & sleep 0.3; kill $! && echo bound',
+        { uid: 1000, gid: 1000 },
+      );
+      expect(out.map((l) => l.replace(/\s+/g, ' '))).toEqual(['0', '0 65535', 'bound']);
+    });
+
     it("gives root Docker's capabilities, which reach neither the host's network nor its sysctls", async () => {
       // Only sysctls of the machine's own namespaces are tried: harmless should a write pass.
       const script = [

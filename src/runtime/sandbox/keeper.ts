@@ -13,8 +13,9 @@
  * - when the machine's process ends, makes sure nothing of the sandbox is left
  *   (`runc delete --force`).
  *
- * Run as `node keeper.js` with an IPC channel; pier sends the StartMessage.
- * Its own diagnostics go to `keeper.log` in the state directory.
+ * Run as `node keeper.js` with an IPC channel; pier sends the StartMessage, perhaps long
+ * after the keeper started (one is kept ready: run.ts). Its own diagnostics go to
+ * `keeper.log` in the state directory.
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import {
@@ -27,6 +28,7 @@ import {
   renameSync,
   rmSync,
   writeFileSync,
+  writeSync,
 } from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
@@ -48,7 +50,13 @@ import { runArgv } from './runtimes.js';
 const say = (msg: KeeperMessage) => {
   if (process.connected) process.send?.(msg);
 };
-const note = (text: string) => process.stderr.write(`${new Date().toISOString()} ${text}\n`);
+/** keeper.log in the state directory, opened on the start message (a keeper may be started ahead, before it knows its machine). */
+let logFd: number | undefined;
+const note = (text: string) => {
+  const line = `${new Date().toISOString()} ${text}\n`;
+  if (logFd === undefined) process.stderr.write(line);
+  else writeSync(logFd, line);
+};
 
 let phase: 'waiting' | 'running' | 'ending' = 'waiting';
 let runtime: ChildProcess | undefined;
@@ -139,6 +147,7 @@ function writeAtomic(file: string, data: unknown): void {
 }
 
 async function start(msg: StartMessage): Promise<void> {
+  logFd = openSync(path.join(msg.stateDir, STATE_FILES.keeperLog), 'w', 0o600);
   const log = LogWriter.open(msg.stateDir, msg.logMaxBytes);
   const fifos = openFifos(msg.stateDir);
   // A sandbox of this id left by a keeper that was killed would make `run` refuse

@@ -6,41 +6,32 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, openSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
-import { createRequire } from 'node:module';
 import path from 'node:path';
-import { fileURLToPath, pathToFileURL } from 'node:url';
+import { nodeScriptArgv } from '../../host/spawner/node-script.js';
 import { readLogs } from './logs.js';
 import { sleep } from './proc.js';
 import { STATE_FILES, type KeeperMessage, type StartMessage } from './protocol.js';
 
 /**
- * How to run the keeper: the compiled keeper.js next to this file, or, when pier runs
- * from its TypeScript sources (tests, `tsx`), keeper.ts through tsx's loader. V8 keeps
- * its heap small: the keeper holds nothing but a few buffers.
+ * Spawns a keeper detached (own session: it outlives pier), its diagnostics in
+ * keeper.log of `stateDir`. Without one it is a keeper started ahead of its machine:
+ * what it says before its start message (it says nothing unless it fails) goes nowhere,
+ * and it opens its machine's keeper.log once told which.
  */
-function keeperArgv(): string[] {
-  const here = fileURLToPath(import.meta.url);
-  const ext = path.extname(here);
-  const script = path.join(path.dirname(here), `keeper${ext}`);
-  const loader =
-    ext === '.ts'
-      ? ['--import', pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href]
-      : [];
-  return [...loader, '--max-old-space-size=32', '--max-semi-space-size=1', script];
-}
-
-/** Spawns a keeper detached (own session: it outlives pier), its diagnostics in keeper.log. */
-export function spawnKeeper(stateDir: string): ChildProcess {
-  const log = openSync(path.join(stateDir, STATE_FILES.keeperLog), 'w', 0o600);
+export function spawnKeeper(stateDir?: string): ChildProcess {
+  const log =
+    stateDir === undefined
+      ? 'ignore'
+      : openSync(path.join(stateDir, STATE_FILES.keeperLog), 'w', 0o600);
   try {
-    return spawn(process.execPath, keeperArgv(), {
+    return spawn(process.execPath, nodeScriptArgv(import.meta.url, 'keeper'), {
       detached: true,
       stdio: ['ignore', log, log, 'ipc'],
       cwd: '/',
       env: { PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' },
     });
   } finally {
-    closeSync(log);
+    if (typeof log === 'number') closeSync(log);
   }
 }
 

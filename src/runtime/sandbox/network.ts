@@ -14,12 +14,12 @@ import { access, writeFile } from 'node:fs/promises';
 import { gatewayOf, isMachineIp, networkOf, overlaps, parseCidr } from './cidr.js';
 import { CommandError, run } from './exec.js';
 import { netnsName, vethName } from './names.js';
+import { NetnsSlots } from './netns-slots.js';
 import {
   createMachineNamespaces,
   isNamespaceFile,
   keepUserns,
   releaseMachineNamespaces,
-  spawnNamespaceHolder,
   usernsFile,
 } from './userns.js';
 import { together } from './together.js';
@@ -71,29 +71,14 @@ async function runUnless(argv: string[], done: () => Promise<boolean>): Promise<
   }
 }
 
-/**
- * Lets the namespace's processes bind ports below 1024 and ping, without capabilities.
- * `netns` is nsenter's way to it: `--net=<file>`, or `--target <pid> --net`.
- */
-function allowUnprivileged(...netns: string[]): Promise<string> {
-  return run([
-    'nsenter',
-    ...netns,
-    '--',
-    'sysctl',
-    '-q',
-    '-w',
-    'net.ipv4.ip_unprivileged_port_start=0',
-    'net.ipv4.ping_group_range=0 2147483647',
-  ]);
-}
-
 /** The platform bridge and the machines' network namespaces on it. */
 export class Network {
   readonly bridge: string;
   readonly cidr: string;
   readonly gateway: string;
   readonly prefix: number;
+  /** Namespaces made ahead for the next machines. */
+  private readonly slots = new NetnsSlots();
 
   constructor(opts: NetworkOptions) {
     if (!IFNAME.test(opts.bridge)) throw new Error(`invalid bridge name: ${opts.bridge}`);
@@ -164,10 +149,9 @@ export class Network {
 
   /**
    * Gives machine `machineId` its network namespace `pier-<id>` (idempotent): `lo` up,
-   * `eth0` (a veth whose host end is on the bridge) with `ip`, a default route via the
-   * gateway, and unprivileged ports and ping allowed (its processes hold no capability
-   * over a namespace the host's user namespace owns, so a web server on port 80 needs the
-   * first). Calling again with another `ip` moves the machine to it.
+   * `eth0` (a veth whose host end is on the bridge) with `ip` and a default route via the
+   * gateway (the runtime sets the namespace's sysctls: oci-config.ts). Calling again with
+   * another `ip` moves the machine to it.
    *
    * `joinAfter` is what must stand before the machine is on the bridge (the bridge
    * itself and the walls that hold its record): the namespaces are made meanwhile, and
@@ -188,7 +172,7 @@ export class Network {
     if ((await netnsExists(ns)) && !(await isNamespaceFile(usernsFile(ns))))
       await this.removeNetns(machineId);
     if (!(await netnsExists(ns)) && !(await linkExists(veth))) {
-      return this.freshNetns(ns, veth, ip, joinAfter);
+      return this.freshNetns(machineId, ns, veth, ip, joinAfter);
     }
     await joinAfter;
     if (!(await netnsExists(ns))) await createMachineNamespaces(ns);
@@ -207,7 +191,6 @@ export class Network {
     }
     await inNs('link', 'set', 'dev', 'eth0', 'up');
     await inNs('route', 'replace', 'default', 'via', this.gateway, 'dev', 'eth0');
-    await allowUnprivileged(`--net=/run/netns/${ns}`);
     return this.machineNet(ns, veth, ip);
   }
 
@@ -217,57 +200,60 @@ export class Network {
   }
 
   /**
-   * The usual case, a machine's first start: nothing of its network exists. One holder
-   * process makes both namespaces (userns.ts); while the user namespace is bound and the
-   * sysctls are set through the holder, one `ip -batch` on the host keeps the netns
-   * (`netns attach`), makes the veth and puts it on the bridge, then one inside the
-   * namespace sets it up. A spawn of a tool costs milliseconds from a large process, so
-   * the steps go in as few as can be, and those that do not wait on each other go
-   * together. A start that fails halfway leaves what the careful path above completes
-   * on the retry.
+   * The usual case, a machine's first start: nothing of its network exists. It takes a
+   * slot (netns-slots.ts: namespaces with their veth, made ahead) and, at once, has the
+   * slot's holder give `eth0` its address and route inside, binds the user namespace
+   * as a file, and, once the walls stand, keeps the netns (`netns attach`), names the
+   * veth for the machine and puts it on the bridge in one `ip -batch` on the host. A
+   * spawn of a tool costs milliseconds from a large process, so the steps go in as few
+   * as can be, and those that do not wait on each other go together. A start that fails
+   * halfway removes what it made; the slot's namespaces end with its holder.
    */
   private async freshNetns(
+    machineId: string,
     ns: string,
     veth: string,
     ip: string,
     joinAfter: Promise<unknown>,
   ): Promise<MachineNet> {
-    const holder = await spawnNamespaceHolder();
-    const pid = String(holder.pid);
+    const { holder, tempVeth } = await this.slots.take();
+    holder.send([
+      `addr add ${ip}/${this.prefix} dev eth0`,
+      'link set dev eth0 up',
+      `route replace default via ${this.gateway} dev eth0`,
+    ]);
     const join = async () => {
       await joinAfter;
       await run(
         ['ip', '-batch', '-'],
         30_000,
         [
-          `netns attach ${ns} ${pid}`,
-          `link add ${veth} type veth peer name eth0 netns ${ns}`,
+          `netns attach ${ns} ${holder.pid}`,
+          `link set dev ${tempVeth} name ${veth}`,
           `link set dev ${veth} master ${this.bridge} up`,
-          '',
-        ].join('\n'),
-      );
-      await run(
-        ['ip', '-n', ns, '-batch', '-'],
-        30_000,
-        [
-          'link set dev lo up',
-          `addr add ${ip}/${this.prefix} dev eth0`,
-          'link set dev eth0 up',
-          `route replace default via ${this.gateway} dev eth0`,
           '',
         ].join('\n'),
       );
     };
     try {
-      await together([
-        keepUserns(ns, holder.pid),
-        allowUnprivileged('--target', pid, '--net'),
-        join(),
-      ]);
-    } finally {
+      await together([keepUserns(ns, holder.pid), join()]);
+      await holder.finish();
+    } catch (err) {
       holder.release();
+      await this.removeNetns(machineId).catch(() => {});
+      throw err;
     }
     return this.machineNet(ns, veth, ip);
+  }
+
+  /** Makes namespaces ahead for the next machines (netns-slots.ts), in the background. */
+  warm(): void {
+    this.slots.fill();
+  }
+
+  /** Lets the namespaces kept ready go (the machines' own are kept). */
+  close(): void {
+    this.slots.close();
   }
 
   /** The IPv4 addresses (`a.b.c.d/p`) on the namespace's eth0. */

@@ -71,6 +71,14 @@ describe('OCI configuration of a sandbox', () => {
     expect(c.linux.seccomp).toEqual(ociConfig(spec, opts).linux.seccomp);
   });
 
+  it('opens low ports and ping to every user of its own network namespace, under runc only', () => {
+    expect(ociConfig(spec, opts).linux.sysctl).toEqual({
+      'net.ipv4.ip_unprivileged_port_start': '0',
+      'net.ipv4.ping_group_range': '0 65535',
+    });
+    expect(ociConfig(spec, { ...opts, runtime: 'runsc' }).linux.sysctl).toBeUndefined();
+  });
+
   it("keeps Docker's default capabilities for root and none for anyone else", () => {
     expect(ociConfig(spec, opts).process.capabilities).toEqual({
       bounding: [...ROOT_CAPS],

@@ -65,6 +65,7 @@ export interface OciConfig {
     maskedPaths: string[];
     readonlyPaths: string[];
     seccomp: SeccompProfile;
+    sysctl?: Record<string, string>;
   };
 }
 
@@ -167,8 +168,22 @@ function userNamespace(
   return { type: 'user', path: spec.userns };
 }
 
+/**
+ * Set by runc in the machine's own network namespace before its process runs (and before
+ * /proc/sys turns read-only): any user of the machine may bind ports below 1024 and ping,
+ * as in Docker. Machine users hold no capability over a namespace pier made, and a web
+ * server on port 80 is the common case. Written from inside the machine's user namespace,
+ * so the group range is the machine's own (ids beyond its map are refused). Under runsc
+ * the machine's network is gVisor's own netstack, which these host knobs do not govern.
+ */
+const NETWORK_SYSCTLS = {
+  'net.ipv4.ip_unprivileged_port_start': '0',
+  'net.ipv4.ping_group_range': `0 ${GUEST_ID_COUNT - 1}`,
+};
+
 /** The configuration runc runs `spec` with. */
 export function ociConfig(spec: SandboxSpec, opts: OciOptions): OciConfig {
+  const runtime = opts.runtime ?? 'runc';
   const caps = spec.uid === 0 ? [...ROOT_CAPS] : [];
   return {
     ociVersion: '1.0.2',
@@ -193,7 +208,7 @@ export function ociConfig(spec: SandboxSpec, opts: OciOptions): OciConfig {
         { type: 'uts' },
         { type: 'mount' },
         { type: 'cgroup' },
-        userNamespace(spec, opts.runtime ?? 'runc'),
+        userNamespace(spec, runtime),
         spec.netns === undefined
           ? { type: 'network' }
           : { type: 'network', path: `/run/netns/${spec.netns}` },
@@ -203,6 +218,7 @@ export function ociConfig(spec: SandboxSpec, opts: OciOptions): OciConfig {
       maskedPaths: MASKED_PATHS,
       readonlyPaths: READONLY_PATHS,
       seccomp: seccompProfile(opts.arch),
+      ...(runtime === 'runc' ? { sysctl: NETWORK_SYSCTLS } : {}),
     },
   };
 }

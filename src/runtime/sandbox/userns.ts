@@ -16,6 +16,7 @@ import { spawn } from 'node:child_process';
 import {
   chmod,
   lchown,
+  readFile,
   lstat,
   mkdir,
   readdir,
@@ -81,49 +82,82 @@ export const isNamespaceFile = (file: string) =>
 /**
  * A process alone in a new user namespace (mapped as above) and a network namespace that
  * user namespace owns: both live as long as it does, long enough to be kept as files
- * (`keepUserns`, `ip netns attach`). `release` lets it exit.
+ * (`keepUserns`, `ip netns attach`). The process is `ip -batch -`, so the commands that
+ * set up the inside of the network namespace (`send`) run there without a spawn of
+ * their own: it holds CAP_NET_ADMIN over that namespace, through its user namespace.
  */
 export interface NamespaceHolder {
   pid: number;
+  /** Runs `ip` commands (`addr add …`) inside the namespaces, in order, as they arrive. */
+  send(commands: string[]): void;
+  /** Ends the holder once the commands sent ran; rejects with ip's words if one failed. */
+  finish(): Promise<void>;
+  /** Lets it exit, whatever the commands did (the namespaces go unless kept as files). */
   release(): void;
+  /** Whether it has exited (a holder kept ready may have been killed meanwhile). */
+  readonly exited: boolean;
 }
 
+/** How often, and how long, the holder is looked at until it runs in its namespaces. */
+const HOLDER_POLL_MS = 1;
+const HOLDER_TIMEOUT_MS = 5_000;
+
 /**
- * Starts a holder: `unshare --user --net -- cat` (argument arrays), which echoes a byte
- * once `cat` runs, that is once unshare has made both namespaces; the maps are then
- * written from here, as host root. One spawn and no polling.
+ * Starts a holder: `unshare --user --net --keep-caps -- ip -batch -` (argument arrays;
+ * `--keep-caps` keeps the capabilities unshare has in the new user namespace across the
+ * exec, which an unmapped uid would lose otherwise). Once
+ * `/proc/<pid>/comm` names `ip`, unshare has made both namespaces and exec'd (same pid);
+ * the maps are then written from here, as host root. A holder is not waited for by the
+ * event loop (`unref`): one kept ready must not keep a finished process alive, and it
+ * ends with pier anyway (its stdin closes).
  */
 export async function spawnNamespaceHolder(): Promise<NamespaceHolder> {
-  const holder = spawn('unshare', ['--user', '--net', '--', 'cat'], {
-    stdio: ['pipe', 'pipe', 'ignore'],
+  const child = spawn('unshare', ['--user', '--net', '--keep-caps', '--', 'ip', '-batch', '-'], {
+    stdio: ['pipe', 'ignore', 'pipe'],
   });
+  let stderr = '';
+  child.stderr?.setEncoding('utf8').on('data', (d: string) => (stderr = (stderr + d).slice(-4096)));
+  const ended = new Promise<number | null>((resolve) => {
+    child.once('exit', (code) => resolve(code));
+    child.once('error', () => resolve(null));
+  });
+  let exited = false;
+  void ended.then(() => (exited = true));
+  child.stdin?.on('error', () => {}); // EPIPE once it is gone: seen through `finish`
+  child.unref();
+  for (const stream of [child.stdin, child.stderr])
+    (stream as { unref?(): void } | null)?.unref?.();
   const release = () => {
-    holder.stdin?.end();
-    holder.stdout?.destroy();
+    child.stdin?.end();
+  };
+  const holder: NamespaceHolder = {
+    pid: child.pid ?? 0,
+    send: (commands) => void child.stdin?.write(commands.map((c) => `${c}\n`).join('')),
+    finish: async () => {
+      release();
+      const code = await ended;
+      if (code !== 0) throw new Error(`ip in the machine's namespaces failed: ${stderr.trim()}`);
+    },
+    release,
+    get exited() {
+      return exited;
+    },
   };
   try {
-    await new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(
-        () => reject(new Error('unshare did not make its namespaces in 5 s')),
-        5_000,
-      );
-      const settle = (err?: Error) => {
-        clearTimeout(timer);
-        if (err) reject(err);
-        else resolve();
-      };
-      holder.once('error', (err) => settle(err));
-      holder.once('exit', () => settle(new Error('unshare ended before it unshared')));
-      holder.stdout?.once('data', () => settle());
-      holder.stdin?.write('.');
-    });
-    const pid = holder.pid as number;
-    await writeFile(`/proc/${pid}/uid_map`, ID_MAP);
-    await writeFile(`/proc/${pid}/gid_map`, ID_MAP);
-    return { pid, release };
+    const deadline = Date.now() + HOLDER_TIMEOUT_MS;
+    while ((await readFile(`/proc/${holder.pid}/comm`, 'utf8').catch(() => '')) !== 'ip\n') {
+      if (exited || holder.pid === 0)
+        throw new Error(`unshare ended before it unshared: ${stderr.trim()}`);
+      if (Date.now() > deadline)
+        throw new Error(`unshare did not make its namespaces in ${HOLDER_TIMEOUT_MS} ms`);
+      await new Promise((r) => setTimeout(r, HOLDER_POLL_MS));
+    }
+    await writeFile(`/proc/${holder.pid}/uid_map`, ID_MAP);
+    await writeFile(`/proc/${holder.pid}/gid_map`, ID_MAP);
+    return holder;
   } catch (err) {
     release();
-    if (holder.exitCode === null) holder.kill('SIGKILL');
+    if (!exited) child.kill('SIGKILL');
     throw err;
   }
 }

@@ -23,11 +23,20 @@ async function enableForwarding(ifname: string): Promise<void> {
   if (now !== undefined && now.trim() !== '1') await writeFile(file, '1');
 }
 
+/** How long the uplinks found are trusted: every rewrite (each machine start) would spawn `ip`. */
+const UPLINKS_TTL_MS = 10_000;
+let lastUplinks: { at: number; devs: Promise<string[]> } | undefined;
+
 /** The interfaces of the host's IPv4 default routes (where the internet is). */
-async function uplinks(): Promise<string[]> {
-  const out = await run(['ip', '-j', '-4', 'route', 'show', 'default']);
-  const routes = JSON.parse(out || '[]') as { dev?: string }[];
-  return [...new Set(routes.map((r) => r.dev).filter((d): d is string => !!d))];
+function uplinks(): Promise<string[]> {
+  if (lastUplinks && Date.now() - lastUplinks.at < UPLINKS_TTL_MS) return lastUplinks.devs;
+  const devs = run(['ip', '-j', '-4', 'route', 'show', 'default']).then((out) => {
+    const routes = JSON.parse(out || '[]') as { dev?: string }[];
+    return [...new Set(routes.map((r) => r.dev).filter((d): d is string => !!d))];
+  });
+  lastUplinks = { at: Date.now(), devs };
+  devs.catch(() => (lastUplinks = undefined));
+  return devs;
 }
 
 /**

@@ -120,7 +120,14 @@ export class BtrfsPool implements StoragePool {
         await this.removeTree(temp).catch(() => undefined);
         throw asPoolError(err);
       }
-      return this.infoOf(name);
+      // Known without asking btrfs (two more spawns on every machine create): an empty
+      // subvolume's count is only exact after the next commit anyway.
+      return {
+        name,
+        path: this.pathOf(name),
+        quotaBytes: opts.quotaBytes ?? null,
+        usedBytes: null,
+      };
     });
   }
 
