@@ -3,7 +3,7 @@
  * points it at the machine's server), or else a private cluster started here and
  * stopped at the end. Each test file then makes a fresh database on it.
  */
-import { chmod, mkdtemp, rm } from 'node:fs/promises';
+import { chmod, mkdtemp, readdir, rm, rmdir } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
@@ -51,7 +51,20 @@ export async function setup(project: TestProject): Promise<void> {
   project.provide('adminDatabaseUrl', url);
 }
 
+/**
+ * Removes the empty directories under `dir`, deepest first: each test bed's sandboxes
+ * keep runc's state and bundles under /run/pier/sandboxes/<hash of its run dir>, empty
+ * once its machines are gone, and the bed's data dir (whose hash names it) is gone with
+ * the bed. A live pier's directory is either not empty or made again on its next start.
+ */
+async function removeEmptyDirs(dir: string): Promise<void> {
+  const entries = await readdir(dir, { withFileTypes: true }).catch(() => []);
+  for (const e of entries) if (e.isDirectory()) await removeEmptyDirs(path.join(dir, e.name));
+  await rmdir(dir).catch(() => {}); // not empty: kept
+}
+
 export async function teardown(): Promise<void> {
+  await removeEmptyDirs('/run/pier/sandboxes');
   await sweepRun(runIdentityPrefix());
   await rm(cliDir, { recursive: true, force: true });
   await cluster?.stop();
