@@ -127,7 +127,11 @@ export class ConsoleRouter {
         csrf: csrfTokenOf(token),
       };
     } catch (err) {
-      if (err instanceof Refusal && (err.status === 401 || err.status === 403)) return undefined;
+      // Only an unknown, revoked or expired key is "signed out"; a suspended organization
+      // (403) is a refusal the person should read, not a loop through the sign-in page.
+      if (err instanceof Refusal && err.status === 401) return undefined;
+      if (err instanceof Refusal && err.code === 'org-suspended')
+        throw new ApiError('org-suspended');
       throw err;
     }
   }
