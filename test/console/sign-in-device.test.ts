@@ -114,6 +114,26 @@ describe('device login', () => {
   }, 40_000);
 });
 
+describe('htmx requests', () => {
+  it('carry the CSRF header from the layout, and follow a redirect answer', async () => {
+    const page = await browser.page();
+    await signIn(page, tp.url, EMAIL);
+    await page.waitForFunction(() => 'htmx' in window);
+    await Promise.all([
+      page.waitForURL('**/console/apps/made-by-htmx'),
+      page.evaluate(() => {
+        const w = window as unknown as {
+          htmx: { ajax(verb: string, path: string, ctx: unknown): Promise<void> };
+        };
+        return w.htmx.ajax('POST', '/console/apps', { values: { name: 'made-by-htmx' } });
+      }),
+    ]);
+    const app = await tp.request('GET', '/v1/apps/made-by-htmx', { token: org.token });
+    expect(app.status).toBe(200);
+    await page.close();
+  });
+});
+
 describe('refused', () => {
   it('a form posted from another site, with the session cookie in the browser', async () => {
     // Signed in on the console's origin...

@@ -111,20 +111,24 @@ export const appsFamily: PageFamily = {
   register(router) {
     router.page('/console/apps', async (c) => {
       const apps = await c.api.call<App[]>('GET', '/v1/apps');
-      // One call per app, side by side: the page waits for the slowest, not their sum.
-      const machines = await Promise.all(
-        apps.map((a) => c.api.call<Machine[]>('GET', `/v1/apps/${enc(a.name)}/machines`)),
-      );
       return {
         title: 'Apps',
         nav: 'apps',
+        // Each app's machines come in as its section scrolls into view (one route call
+        // each): the page itself is one call, however many apps the organization has.
         body: html`${createAppForm(c)}
         ${apps.length === 0 ? html`<p class="muted">No apps yet.</p>` : ''}
         ${apps.map(
-          (a, i) =>
+          (a) =>
             html`<section class="app" data-app="${a.name}">
               <h2><a href="${appPath(a.name)}">${a.name}</a></h2>
-              ${machinesTable(c, machines[i]!, false)}
+              <div
+                class="app-machines"
+                hx-get="${appPath(a.name)}/machines?view=list"
+                hx-trigger="revealed"
+              >
+                <a href="${appPath(a.name)}">Machines</a>
+              </div>
             </section>`,
         )}`,
         commands: [
@@ -172,6 +176,8 @@ export const appsFamily: PageFamily = {
     router.page('/console/apps/:name/machines', async (c) => {
       const name = c.params.name!;
       const machines = await c.api.call<Machine[]>('GET', `/v1/apps/${enc(name)}/machines`);
+      // `view=list`: the apps page's plain table; else the app page's live one.
+      if (c.query.view === 'list') return fragment(machinesTable(c, machines, false));
       return fragment(liveMachines(c, name, machines));
     });
 
