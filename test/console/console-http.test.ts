@@ -243,6 +243,53 @@ describe('device approval page', () => {
   });
 });
 
+describe('GET /console/api/me', () => {
+  it('says who a key is; a read-only key may ask, an agent token may not', async () => {
+    const me = await tp.request('GET', '/console/api/me', { token: org.token });
+    expect(me.status).toBe(200);
+    expect(me.body.org).toEqual({ id: org.id, name: 'Console HTTP Org' });
+    expect(me.body.key.console).toBe(false);
+    const read = await tp.request('POST', '/v1/tokens', {
+      token: org.token,
+      body: { name: 'reader', scopes: ['read'] },
+    });
+    expect((await tp.request('GET', '/console/api/me', { token: read.body.token })).status).toBe(
+      200,
+    );
+    const agent = await tp.request('POST', '/v1/tokens', {
+      token: org.token,
+      body: { name: 'agent', agent: { class: 'sandbox' } },
+    });
+    const refused = await tp.request('GET', '/console/api/me', { token: agent.body.token });
+    expect(refused.status).toBe(403);
+    expect(refused.body.code).toBe('agent-token-route-unknown');
+    expect((await tp.request('GET', '/console/api/me')).status).toBe(401);
+  });
+});
+
+describe('device denial', () => {
+  it('declines the login: the CLI is told access-denied', async () => {
+    const code = await tp.request('POST', '/v1/device/code', { body: { client: 'pier-cli' } });
+    const v = await signedIn();
+    const denied = await v.post('/console/device', {
+      userCode: code.body.userCode,
+      decision: 'deny',
+      _csrf: await v.csrf(),
+    });
+    expect(denied.status).toBe(200);
+    expect(denied.text).toContain('Device denied');
+    const poll = await tp.request('POST', '/v1/device/token', {
+      body: { deviceCode: code.body.deviceCode },
+    });
+    expect(poll.status).toBe(403);
+    expect(poll.body.code).toBe('access-denied');
+    // The code is used up: the page says so with the route's 404.
+    const again = await v.get(`/console/device?userCode=${code.body.userCode}`);
+    expect(again.status).toBe(404);
+    expect(again.text).toContain('404 not-found');
+  });
+});
+
 describe('sign-out', () => {
   it('revokes the console key and clears the cookie', async () => {
     const v = await signedIn();
