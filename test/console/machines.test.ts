@@ -115,16 +115,23 @@ describe.skipIf(!canRunMachines)('apps and machines in the browser', () => {
     await page.close();
   }, 60_000);
 
-  it('stops the machine with its button', async () => {
+  it('stops and starts the machine with its buttons', async () => {
     const page = await browser.page();
     await signIn(page, bed.tp.url, EMAIL);
     await page.goto(`${bed.tp.url}/console/machines/${machineId}`);
     await screenshot(page, 'machine');
-    await Promise.all([page.waitForLoadState('load'), page.click('button[data-action=stop]')]);
-    const m = await bed.req('GET', `/v1/machines/${machineId}`);
-    expect(m.body.desiredState).toBe('stopped');
+    const press = async (action: string) => {
+      await Promise.all([
+        page.waitForLoadState('load'),
+        page.click(`button[data-action=${action}]`),
+      ]);
+      return (await bed.req('GET', `/v1/machines/${machineId}`)).body;
+    };
+    expect((await press('stop')).desiredState).toBe('stopped');
+    expect((await press('start')).desiredState).toBe('running');
+
     await page.close();
-  }, 60_000);
+  }, 90_000);
 
   it("shows another organization's machine exactly like a missing one", async () => {
     const page = await browser.page();
@@ -172,4 +179,22 @@ describe.skipIf(!canRunMachines)('apps and machines in the browser', () => {
     expect(await statusOf({ origin: bed.tp.url })).toBe(401);
     expect(await statusOf({ cookie: v.cookie!, origin: bed.tp.url })).toBe(101);
   });
+
+  it('destroys the machine with its button, after asking', async () => {
+    const page = await browser.page();
+    await signIn(page, bed.tp.url, EMAIL);
+    await page.goto(`${bed.tp.url}/console/machines/${machineId}`);
+    // Declining the question leaves the machine alone; accepting destroys it.
+    page.once('dialog', (d) => void d.dismiss());
+    await page.click('button[data-action=destroy]');
+    expect((await bed.req('GET', `/v1/machines/${machineId}`)).body.desiredState).toBe('running');
+    page.once('dialog', (d) => void d.accept());
+    await Promise.all([
+      page.waitForURL('**/console/apps/console-web'),
+      page.click('button[data-action=destroy]'),
+    ]);
+    const gone = await bed.req('GET', `/v1/machines/${machineId}`);
+    expect(gone.status === 404 || gone.body.desiredState === 'deleted').toBe(true);
+    await page.close();
+  }, 60_000);
 });

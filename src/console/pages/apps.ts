@@ -223,6 +223,11 @@ export const appsFamily: PageFamily = {
         commands: [
           { pier: `pier machines show ${m.id}`, method: 'GET', path: `/v1/machines/${enc(m.id)}` },
           {
+            pier: `pier machines stop ${m.id}`,
+            method: 'POST',
+            path: `/v1/machines/${enc(m.id)}/stop`,
+          },
+          {
             pier: `pier machines logs ${m.appName} --machine ${m.id} -f`,
             method: 'GET',
             path: `/v1/apps/${enc(m.appName)}/logs?machine=${enc(m.id)}`,
