@@ -8,7 +8,6 @@
  * for the CLI; the frame format is that route's (docs/api.md): binary `[channel, ...bytes]`,
  * text JSON `resize` / `eof` from the browser, `exit` / `error` from the server.
  */
-import type { AddressInfo } from 'node:net';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { WebSocket, type RawData } from 'ws';
 import { ApiError } from '../errors/api-error.js';
@@ -22,27 +21,19 @@ declare module 'fastify' {
 }
 
 /** Where this process's own API listens, for the loopback leg of the relay. */
-function ownApiBase(app: FastifyInstance): string {
-  const a = app.server.address() as AddressInfo | null;
-  if (!a || typeof a !== 'object') throw new ApiError('unavailable', 'The API is not listening.');
-  const host =
-    a.address === '0.0.0.0'
-      ? '127.0.0.1'
-      : a.address === '::'
-        ? '[::1]'
-        : a.family === 'IPv6'
-          ? `[${a.address}]`
-          : a.address;
-  return `ws://${host}:${a.port}`;
+function ownApiBase(app: FastifyInstance): string | undefined {
+  const a = app.server.address();
+  if (!a || typeof a !== 'object') return undefined;
+  let host = a.address;
+  if (host === '0.0.0.0') host = '127.0.0.1';
+  else if (host === '::') host = '::1';
+  return `ws://${a.family === 'IPv6' || host.includes(':') ? `[${host}]` : host}:${a.port}`;
 }
 
-/** Close codes a peer may send on (1005, 1006 and 1015 only describe what happened). */
+/** Close codes a peer may send (1004–1006 are reserved; ws refuses them). */
 function sendableCode(code: number): number {
-  return code === 1000 ||
-    (code >= 3000 && code < 5000) ||
-    (code >= 1001 && code <= 1014 && code !== 1005 && code !== 1006)
-    ? code
-    : 1000;
+  const standard = code >= 1000 && code <= 1014 && (code < 1004 || code > 1006);
+  return standard || (code >= 3000 && code <= 4999) ? code : 1000;
 }
 
 export function terminalRelay(scope: FastifyInstance, router: ConsoleRouter): void {
@@ -69,7 +60,13 @@ function relay(app: FastifyInstance, browser: WebSocket, req: FastifyRequest): v
   const q = req.query as Record<string, string | undefined>;
   const size = new URLSearchParams();
   for (const k of ['cols', 'rows'] as const) if (q[k] && /^\d{1,4}$/.test(q[k])) size.set(k, q[k]);
-  const url = `${ownApiBase(app)}/v1/machines/${encodeURIComponent(id)}/exec?${size}`;
+  const base = ownApiBase(app);
+  if (!base) {
+    browser.send(JSON.stringify({ type: 'error', code: 'unavailable', error: 'No API listener.' }));
+    browser.close(1011, 'unavailable');
+    return;
+  }
+  const url = `${base}/v1/machines/${encodeURIComponent(id)}/exec?${size}`;
   const upstream = new WebSocket(url, {
     headers: { authorization: `Bearer ${session.token}` },
     maxPayload: 1024 * 1024,
