@@ -11,6 +11,7 @@
 #   - runc and tini: machines (OCI runtime, pid 1 of each); runsc: gVisor, the stronger
 #     sandbox an operator may choose for them; busybox-static and docker-registry: the machine
 #     tests build small images and serve them from a real local OCI registry
+#   - chromium: the console's end-to-end tests drive Debian's browser with playwright-core
 #   - the unprivileged `pier` service user that runs the embedded store (each managed
 #     database gets a system user of its own, `pierdb-…`, which pier makes when needed)
 set -euo pipefail
@@ -36,6 +37,7 @@ command -v s3cmd >/dev/null || need+=(s3cmd)
 [ -x /usr/sbin/nft ] || [ -x /sbin/nft ] || need+=(nftables)
 [ -x /bin/busybox ] || need+=(busybox-static)
 [ -x /usr/bin/docker-registry ] || need+=(docker-registry)
+[ -x /usr/bin/chromium ] || need+=(chromium)
 # mkfs.btrfs lives in sbin, which a non-root PATH may lack: look for the file itself.
 [ -x /usr/sbin/mkfs.btrfs ] || [ -x /sbin/mkfs.btrfs ] || need+=(btrfs-progs)
 

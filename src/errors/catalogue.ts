@@ -101,6 +101,10 @@ export const errorCatalogue = {
     status: 403,
     message: "The request would take the organization's reserved storage past its limit.",
   },
+  'csrf-failed': {
+    status: 403,
+    message: 'The console refused a request without its CSRF token or from another site.',
+  },
   'billing-console-only': {
     status: 403,
     message: 'Billing changes are made only through the console by an admin.',

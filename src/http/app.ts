@@ -15,6 +15,7 @@ import { installObservability, newRequestId } from './plugins/observability.js';
 import { redactingLogger } from './plugins/redact.js';
 import { installValidation } from './plugins/validation.js';
 import { registerRoutes } from './routes/index.js';
+import { consolePlugin } from '../console/index.js';
 import { s3Gateway } from './s3/plugin.js';
 import { AppProxy, proxyPlugin } from '../proxy/index.js';
 import { MachineTargets } from '../proxy/machine-targets.js';
@@ -57,6 +58,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   // Shell sessions (machines' exec) upgrade to WebSockets after the usual hooks have run.
   await app.register(websocket, { options: { maxPayload: 1024 * 1024 } });
   await registerRoutes(app, deps);
+  // The web console: pages that call the routes above with the person's console key.
+  await consolePlugin(app, { config: deps.config });
   // `Host: <app>.<public host>` goes to the app's machines, before any API routing.
   proxyPlugin(
     app,

@@ -67,8 +67,8 @@ export async function freeMachineCidr(base: number): Promise<string> {
 /**
  * Starts the bed. `prefix` (two letters) names the bridge, `octet` the range of its
  * network (`freeMachineCidr`). Test files run at once, so each has a range of ten of
- * its own: api 100, checkpoints 120, guest 140, volumes 160, the CLI's 180 (the runtime
- * testbeds use 216–218; the benchmarks pick a free one).
+ * its own: api 100, checkpoints 120, guest 140, volumes 160, the CLI's 180, the console's
+ * 200 (the runtime testbeds use 216–218; the benchmarks pick a free one).
  */
 export async function startMachineBed(prefix: string, octet: number): Promise<MachineBed> {
   const bridge = `${prefix}${process.pid % 100000}`;

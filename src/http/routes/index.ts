@@ -10,6 +10,7 @@ import { bucketCorsRoutes } from './buckets/cors.js';
 import { bucketCredentialRoutes } from './buckets/credentials.js';
 import { bucketObjectRoutes } from './buckets/objects.js';
 import { billingRoutes } from './billing/credits.js';
+import { consoleMeRoutes } from './console/me.js';
 import { consoleRoutes } from './console/sign-in.js';
 import { databaseRoutes } from './databases/databases.js';
 import { databaseTunnelRoutes } from './databases/tunnel.js';
@@ -34,6 +35,7 @@ export async function registerRoutes(app: FastifyInstance, deps: AppDeps): Promi
     adminRoutes,
     hostRoutes,
     consoleRoutes,
+    consoleMeRoutes,
     appRoutes,
     attachRoutes,
     secretRoutes,

@@ -1,0 +1,21 @@
+/**
+ * Every family of console pages, in navigation order. To add a family: write
+ * `pages/<family>.ts` exporting a `PageFamily`, and put it here (replacing its
+ * `comingFamily` placeholder if it has one). See ../README.md.
+ */
+import { appsFamily } from './apps.js';
+import { comingFamily } from './coming.js';
+import { deviceFamily } from './device.js';
+import type { PageFamily } from './family.js';
+
+export const PAGE_FAMILIES: PageFamily[] = [
+  appsFamily,
+  comingFamily('databases', 'Databases', 'pier db'),
+  comingFamily('buckets', 'Buckets', 'pier buckets'),
+  comingFamily('volumes', 'Volumes', 'pier volumes'),
+  comingFamily('secrets', 'Secrets', 'pier secrets'),
+  comingFamily('tokens', 'Tokens', 'pier tokens'),
+  comingFamily('audit', 'Audit', 'pier tokens audit'),
+  comingFamily('billing', 'Billing', 'pier billing'),
+  deviceFamily,
+];
