@@ -120,14 +120,7 @@ export class BtrfsPool implements StoragePool {
         await this.removeTree(temp).catch(() => undefined);
         throw asPoolError(err);
       }
-      // Known without asking btrfs (two more spawns on every machine create): an empty
-      // subvolume's count is only exact after the next commit anyway.
-      return {
-        name,
-        path: this.pathOf(name),
-        quotaBytes: opts.quotaBytes ?? null,
-        usedBytes: null,
-      };
+      return this.infoOf(name);
     });
   }
 

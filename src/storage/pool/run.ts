@@ -3,7 +3,7 @@
  * argument arrays, never through a shell, and turns their failures into PoolErrors that
  * carry the tool's own message.
  */
-import { runTool as spawnTool, ToolRunError } from '../../host/spawner/spawner.js';
+import { execFile } from 'node:child_process';
 import { access, constants } from 'node:fs/promises';
 import path from 'node:path';
 import { PoolError } from './pool.js';
@@ -39,20 +39,24 @@ export class ToolError extends PoolError {
  * Runs `cmd args...` and returns its output; throws a {@link ToolError} when it exits
  * non-zero (or cannot start). `timeoutMs` guards against a tool hanging on a stuck device.
  */
-export async function runTool(
+export function runTool(
   cmd: string,
   args: string[],
   opts: { timeoutMs?: number } = {},
 ): Promise<ToolOutput> {
-  const run = { env: ENV, timeoutMs: opts.timeoutMs ?? 120_000, maxBuffer: 16 * 1024 * 1024 };
-  try {
-    return await spawnTool(cmd, args, run);
-  } catch (err) {
-    if (!(err instanceof ToolRunError)) throw err;
-    const exit = typeof err.code === 'number' ? err.code : null;
-    const why = err.stderr || (exit === null ? err.message : '');
-    throw new ToolError([cmd, ...args].join(' '), exit, why);
-  }
+  return new Promise((resolve, reject) => {
+    execFile(
+      cmd,
+      args,
+      { env: ENV, timeout: opts.timeoutMs ?? 120_000, maxBuffer: 16 * 1024 * 1024 },
+      (err, stdout, stderr) => {
+        if (!err) return resolve({ stdout, stderr });
+        const exit = typeof err.code === 'number' ? err.code : null;
+        const why = stderr || (exit === null ? err.message : '');
+        reject(new ToolError([cmd, ...args].join(' '), exit, why));
+      },
+    );
+  });
 }
 
 /** The absolute path of an executable found on the tools' search path, or undefined. */
