@@ -21,6 +21,7 @@ const FILES: Record<string, string> = {
   'console.css': own('console.css'),
   'console.js': own('console.js'),
   'terminal.js': own('terminal.js'),
+  'data.js': own('data.js'),
 };
 
 const TYPES: Record<string, string> = {

@@ -4,18 +4,21 @@
  * `comingFamily` placeholder if it has one). See ../README.md.
  */
 import { appsFamily } from './apps.js';
+import { auditFamily } from './audit.js';
+import { bucketsFamily } from './buckets.js';
 import { comingFamily } from './coming.js';
 import { deviceFamily } from './device.js';
 import type { PageFamily } from './family.js';
+import { tokensFamily } from './tokens.js';
 
 export const PAGE_FAMILIES: PageFamily[] = [
   appsFamily,
   comingFamily('databases', 'Databases', 'pier db'),
-  comingFamily('buckets', 'Buckets', 'pier buckets'),
+  bucketsFamily,
   comingFamily('volumes', 'Volumes', 'pier volumes'),
   comingFamily('secrets', 'Secrets', 'pier secrets'),
-  comingFamily('tokens', 'Tokens', 'pier tokens'),
-  comingFamily('audit', 'Audit', 'pier tokens audit'),
+  tokensFamily,
+  auditFamily,
   comingFamily('billing', 'Billing', 'pier billing'),
   deviceFamily,
 ];
