@@ -67,6 +67,18 @@ function tokensArea(c: PageContext, keys: KeyRecord[], created?: CreatedKey): Ht
   </div>`;
 }
 
+/**
+ * The route refuses a key that would outlast the key creating it (spec 5.6), and here
+ * that is the session's short-lived console key: the form says so up front.
+ */
+function expiryNote(session: KeyRecord | undefined): Html {
+  if (!session?.expiresAt) return html``;
+  return html`<p class="muted session-expiry">
+    A key made here must expire by ${when(session.expiresAt)}, when this session's key does: no key
+    may outlast the key that creates it. Give a lifetime or a moment.
+  </p>`;
+}
+
 const createForm = (c: PageContext) =>
   html`<form
     method="post"
@@ -153,7 +165,7 @@ export const tokensFamily: PageFamily = {
         nav: 'tokens',
         body: html`${tokensArea(c, keys)}
           <h2>Create a key</h2>
-          ${createForm(c)}`,
+          ${expiryNote(keys.find((k) => k.id === c.session.keyId))} ${createForm(c)}`,
         commands: COMMANDS,
         scripts: [c.assets.url('data.js')],
       };

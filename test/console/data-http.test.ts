@@ -1,0 +1,237 @@
+/**
+ * The console's data pages over real HTTP, without a browser: tokens (the value in the
+ * create answer only), the agent-action audit filters, buckets (objects by prefix, the
+ * presigned PUT and GET, CORS rules), a read-only key, and another organization's
+ * objects answering like missing ones.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startTestPlatform, type TestOrg, type TestPlatform } from '../helpers/platform.js';
+import { addPerson, ConsoleVisitor } from './console-client.js';
+
+let tp: TestPlatform;
+let org: TestOrg;
+let other: TestOrg;
+let v: ConsoleVisitor;
+let csrf: string;
+const EMAIL = 'dora@example.com';
+
+beforeAll(async () => {
+  tp = await startTestPlatform();
+  org = await tp.createOrg({ name: 'Data Org' });
+  other = await tp.createOrg({ name: 'Other Data Org' });
+  await addPerson(tp, org.id, EMAIL);
+  for (const [token, name] of [
+    [other.token, 'theirs-bucket'],
+    [org.token, 'ours-bucket'],
+  ] as const) {
+    const made = await tp.request('POST', '/v1/buckets', { token, body: { name } });
+    expect(made.status).toBe(201);
+  }
+  v = new ConsoleVisitor(tp);
+  expect((await v.signIn(EMAIL)).status).toBe(303);
+  csrf = await v.csrf();
+});
+afterAll(async () => tp?.close());
+
+const post = (path: string, form: Record<string, string>, headers?: Record<string, string>) =>
+  v.post(path, { _csrf: csrf, ...form }, { origin: tp.url, ...headers });
+
+/** A console visitor whose session key is the given API key (a read-only one, say). */
+function visitorWithKey(token: string): ConsoleVisitor {
+  const visitor = new ConsoleVisitor(tp);
+  visitor.cookie = `pier_console=${encodeURIComponent(token)}`;
+  return visitor;
+}
+
+describe('tokens', () => {
+  it('show a new key once: in the create answer, never on the list', async () => {
+    const made = await post('/console/tokens', {
+      name: 'ci-deploy',
+      scopeRead: 'on',
+      ttlSeconds: '3600',
+    });
+    expect(made.status).toBe(200);
+    const value = /class="once-value">([^<]+)</.exec(made.text)?.[1];
+    expect(value).toMatch(/\S{20,}/);
+    const list = await v.get('/console/tokens');
+    expect(list.text).toContain('ci-deploy');
+    expect(list.text).not.toContain(value!);
+    // The key works, with its scope.
+    const apps = await tp.request('GET', '/v1/apps', { token: value! });
+    expect(apps.status).toBe(200);
+
+    // Through htmx: a fragment with the value and the fresh list, no page around it.
+    const frag = await post(
+      '/console/tokens',
+      {
+        name: 'agent-prod',
+        agentClass: 'production',
+        prodDataRead: 'on',
+        agentApps: 'web, api',
+        ttlSeconds: '600',
+      },
+      { 'hx-request': 'true' },
+    );
+    expect(frag.status, frag.text).toBe(200);
+    expect(frag.text).not.toContain('<html');
+    expect(frag.text).toMatch(/once-value/);
+    expect(frag.text).toMatch(/agent-prod[\s\S]*production[\s\S]*web api/);
+  });
+
+  it('show the route sentence for a body it refuses, and revoke', async () => {
+    // A key may not outlast the session's key that creates it (spec 5.6): the page says
+    // so, and the route's sentence shows when a form asks for more.
+    const forever = await post('/console/tokens', { name: 'forever' });
+    expect(forever.status).toBe(400);
+    expect(forever.text).toContain('may not outlast the creating key');
+    expect((await v.get('/console/tokens')).text).toContain('session-expiry');
+    const bad = await post('/console/tokens', {
+      name: 'x',
+      agentClass: 'sandbox',
+      prodDataRead: 'on',
+    });
+    expect(bad.status).toBe(400);
+    expect(bad.text).toContain('bad-request');
+    const keys = (await tp.request('GET', '/v1/tokens', { token: org.token })).body as {
+      id: string;
+      name: string;
+    }[];
+    const ci = keys.find((k) => k.name === 'ci-deploy')!;
+    const revoked = await post(`/console/tokens/${ci.id}/revoke`, {});
+    expect(revoked.status).toBe(303);
+    expect((await v.get('/console/tokens')).text).not.toContain('ci-deploy');
+    // Another organization's key by id: the same 404 as a missing one.
+    const theirs = (await tp.request('GET', '/v1/tokens', { token: other.token })).body as {
+      id: string;
+    }[];
+    const missing = await post(`/console/tokens/${theirs[0]!.id}/revoke`, {});
+    const none = await post('/console/tokens/tok-doesnotexist/revoke', {});
+    expect(missing.status).toBe(404);
+    expect(none.status).toBe(404);
+    expect(missing.text.replace(theirs[0]!.id, '')).toBe(none.text.replace('tok-doesnotexist', ''));
+  });
+});
+
+describe('agent-action audit', () => {
+  it('filters by token and verdict', async () => {
+    const agent = await tp.request('POST', '/v1/tokens', {
+      token: org.token,
+      body: { name: 'audited-agent', agent: { class: 'production' } },
+    });
+    expect(agent.status).toBe(201);
+    expect((await tp.request('GET', '/v1/apps', { token: agent.body.token })).status).toBe(200);
+    const refused = await tp.request('POST', '/v1/apps', {
+      token: agent.body.token,
+      body: { name: 'nope-app' },
+    });
+    expect(refused.status).toBe(403);
+
+    const all = await v.get(`/console/audit?token=${agent.body.id}`);
+    expect(all.status).toBe(200);
+    expect(all.text).toContain('data-verdict="allowed"');
+    expect(all.text).toContain('data-verdict="refused"');
+    expect(all.text).toContain('agent-token-production-readonly');
+    const onlyRefused = await v.get(`/console/audit?token=${agent.body.id}&verdict=refused`);
+    expect(onlyRefused.text).not.toContain('data-verdict="allowed"');
+    expect(onlyRefused.text).toContain('data-verdict="refused"');
+    expect(onlyRefused.text).toContain(`/v1/agent-actions?limit=100&amp;token=${agent.body.id}`);
+    const bad = await v.get('/console/audit?limit=0');
+    expect(bad.status).toBe(400);
+    expect(bad.text).toContain('bad-request');
+  });
+});
+
+describe('buckets', () => {
+  it('create, upload through a presigned PUT, browse by folder, download, delete', async () => {
+    expect((await post('/console/buckets', { name: 'console-files' })).status).toBe(303);
+    const page = await v.get('/console/buckets');
+    expect(page.text).toContain('console-files');
+
+    for (const key of ['docs/a.txt', 'docs/deep/b.txt', 'top.txt']) {
+      const signed = await post(
+        '/console/buckets/console-files/presign',
+        { key, contentType: 'text/plain' },
+        { 'hx-request': 'true' },
+      );
+      expect(signed.status).toBe(200);
+      const url = /data-presigned-url="([^"]+)"/.exec(signed.text)![1]!.replace(/&amp;/g, '&');
+      const headers = JSON.parse(
+        /data-headers="([^"]+)"/.exec(signed.text)![1]!.replace(/&quot;/g, '"'),
+      );
+      expect(headers).toEqual({ 'content-type': 'text/plain' });
+      const put = await fetch(url, { method: 'PUT', headers, body: `bytes of ${key}` });
+      expect(put.status).toBe(200);
+    }
+    const root = await v.get('/console/buckets/console-files');
+    expect(root.text).toContain('?prefix=docs%2F');
+    expect(root.text).toContain('data-key="top.txt"');
+    expect(root.text).not.toContain('data-key="docs/a.txt"');
+    const docs = await v.get('/console/buckets/console-files?prefix=docs%2F');
+    expect(docs.text).toContain('data-key="docs/a.txt"');
+    expect(docs.text).toContain('?prefix=docs%2Fdeep%2F');
+
+    const dl = await post('/console/buckets/console-files/download', { key: 'docs/a.txt' });
+    expect(dl.status).toBe(303);
+    const got = await fetch(dl.headers.get('location')!);
+    expect(await got.text()).toBe('bytes of docs/a.txt');
+
+    const del = await post('/console/buckets/console-files/objects/delete', {
+      key: 'docs/a.txt',
+      prefix: 'docs/',
+    });
+    expect(del.status).toBe(303);
+    expect(del.headers.get('location')).toBe('/console/buckets/console-files?prefix=docs%2F');
+    expect((await v.get('/console/buckets/console-files?prefix=docs%2F')).text).not.toContain(
+      'data-key="docs/a.txt"',
+    );
+
+    const gone = await post('/console/buckets/console-files/delete', {});
+    expect(gone.status).toBe(409);
+    expect(await post('/console/buckets/console-files/delete', { force: 'on' })).toMatchObject({
+      status: 303,
+    });
+  });
+
+  it('edit CORS rules; the route names what it refuses', async () => {
+    const rules = JSON.stringify([
+      { allowedMethods: ['GET'], allowedOrigins: ['https://site.example'] },
+    ]);
+    expect((await post('/console/buckets/ours-bucket/cors', { rules })).status).toBe(303);
+    const page = await v.get('/console/buckets/ours-bucket/cors');
+    expect(page.text).toContain('https://site.example');
+    const notJson = await post('/console/buckets/ours-bucket/cors', { rules: '[{oops' });
+    expect(notJson.status).toBe(400);
+    expect(notJson.text).toContain('rules');
+  });
+
+  it("answer another organization's bucket like a missing one", async () => {
+    for (const path of ['/console/buckets/theirs-bucket', '/console/buckets/theirs-bucket/cors']) {
+      const theirs = await v.get(path);
+      const missing = await v.get(path.replace('theirs-bucket', 'nosuch-bucket'));
+      expect(theirs.status).toBe(404);
+      expect(theirs.text.replaceAll('theirs-bucket', 'X')).toBe(
+        missing.text.replaceAll('nosuch-bucket', 'X'),
+      );
+    }
+    const signed = await post('/console/buckets/theirs-bucket/presign', { key: 'x' });
+    expect(signed.status).toBe(404);
+  });
+
+  it('let a read-only key read, and show the route sentence for its writes', async () => {
+    const made = await tp.request('POST', '/v1/tokens', {
+      token: org.token,
+      body: { name: 'reader', scopes: ['read'] },
+    });
+    const reader = visitorWithKey(made.body.token);
+    const list = await reader.get('/console/buckets');
+    expect(list.status).toBe(200);
+    expect(list.text).toContain('ours-bucket');
+    const token = /name="_csrf" value="([^"]+)"/.exec(list.text)![1]!;
+    const write = await reader.post('/console/buckets', { _csrf: token, name: 'reader-bucket' });
+    expect(write.status).toBe(403);
+    expect(write.text).toContain('token-scope');
+    const tokens = await reader.get('/console/tokens');
+    expect(tokens.status).toBe(403);
+    expect(tokens.text).toContain('token-scope');
+  });
+});
