@@ -6,6 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestPlatform, type TestOrg, type TestPlatform } from '../helpers/platform.js';
+import { settled } from '../databases/helpers.js';
 import { addPerson, ConsoleVisitor } from './console-client.js';
 
 let tp: TestPlatform;
@@ -234,4 +235,60 @@ describe('buckets', () => {
     expect(tokens.status).toBe(403);
     expect(tokens.text).toContain('token-scope');
   });
+});
+
+describe('databases', () => {
+  it('show the URL once at create and for a copy, branch, and refuse a restore without a moment', async () => {
+    const made = await post(
+      '/console/databases',
+      { name: 'console-pg', kind: 'postgres', memoryMb: '256' },
+      { 'hx-request': 'true' },
+    );
+    expect(made.status, made.text).toBe(200);
+    const url = /class="once-value">([^<]+)</.exec(made.text)?.[1];
+    expect(url).toMatch(/^postgresql:\/\//);
+    expect(made.text).toContain('data-database="console-pg"');
+    const list = await v.get('/console/databases');
+    expect(list.text).toContain('console-pg');
+    expect(list.text).not.toContain(url!);
+    expect(list.text).not.toContain('postgresql://');
+
+    const branched = await post('/console/databases/console-pg/branch', {
+      name: 'console-pg-br',
+      ttlSeconds: '3600',
+    });
+    expect(branched.status).toBe(303);
+    expect(branched.headers.get('location')).toBe('/console/databases/console-pg-br');
+    await settled(tp, org, 'console-pg-br');
+    const source = await v.get('/console/databases/console-pg');
+    expect(source.text).toMatch(/data-database="console-pg-br"[\s\S]*branch of/);
+    const copy = await v.get('/console/databases/console-pg-br');
+    expect(copy.text).toContain('Get its connection URL');
+    const once = await post('/console/databases/console-pg-br/url', {}, { 'hx-request': 'true' });
+    expect(once.status, once.text).toBe(200);
+    expect(once.text).toMatch(/class="once-value">postgresql:\/\//);
+    const twice = await post('/console/databases/console-pg-br/url', {}, { 'hx-request': 'true' });
+    expect(twice.status).toBe(409);
+    expect(twice.text).toContain('url-handed-out');
+
+    const noMoment = await post('/console/databases/console-pg/restore', { asOf: '' });
+    expect(noMoment.status).toBe(400);
+    expect(noMoment.text).toContain('asOf');
+  }, 180_000);
+
+  it("answer another organization's database like a missing one", async () => {
+    const made = await tp.request('POST', '/v1/resources', {
+      token: other.token,
+      body: { name: 'theirs-redis', kind: 'redis', memoryMb: 128 },
+    });
+    expect(made.status).toBe(201);
+    const theirs = await v.get('/console/databases/theirs-redis');
+    const missing = await v.get('/console/databases/nosuch-redis');
+    expect(theirs.status).toBe(404);
+    expect(theirs.text.replaceAll('theirs-redis', 'X')).toBe(
+      missing.text.replaceAll('nosuch-redis', 'X'),
+    );
+    const branch = await post('/console/databases/theirs-redis/branch', { name: 'stolen-copy' });
+    expect(branch.status).toBe(404);
+  }, 60_000);
 });

@@ -6,6 +6,7 @@
 import { appsFamily } from './apps.js';
 import { auditFamily } from './audit.js';
 import { bucketsFamily } from './buckets.js';
+import { databasesFamily } from './databases.js';
 import { comingFamily } from './coming.js';
 import { deviceFamily } from './device.js';
 import type { PageFamily } from './family.js';
@@ -13,7 +14,7 @@ import { tokensFamily } from './tokens.js';
 
 export const PAGE_FAMILIES: PageFamily[] = [
   appsFamily,
-  comingFamily('databases', 'Databases', 'pier db'),
+  databasesFamily,
   bucketsFamily,
   comingFamily('volumes', 'Volumes', 'pier volumes'),
   comingFamily('secrets', 'Secrets', 'pier secrets'),
