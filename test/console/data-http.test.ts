@@ -292,3 +292,98 @@ describe('databases', () => {
     expect(branch.status).toBe(404);
   }, 60_000);
 });
+
+describe('volumes', () => {
+  it('create, resize, attach, refuse deleting while attached, detach, delete', async () => {
+    expect(
+      (await tp.request('POST', '/v1/apps', { token: org.token, body: { name: 'vol-app' } }))
+        .status,
+    ).toBe(201);
+    expect(
+      (await post('/console/volumes', { name: 'console-vol', sizeGb: '2', class: 'standard' }))
+        .status,
+    ).toBe(303);
+    const vols = (await tp.request('GET', '/v1/volumes', { token: org.token })).body as {
+      id: string;
+      name: string;
+    }[];
+    const id = vols.find((x) => x.name === 'console-vol')!.id;
+    expect((await post(`/console/volumes/${id}/resize`, { sizeGb: '3' })).status).toBe(303);
+    expect(
+      (await post(`/console/volumes/${id}/attach`, { volume: 'console-vol', app: 'vol-app' }))
+        .status,
+    ).toBe(303);
+    const page = await v.get('/console/volumes');
+    expect(page.text).toMatch(/data-volume="console-vol"[\s\S]*value="3"[\s\S]*vol-app/);
+    const attached = await post(`/console/volumes/${id}/delete`, {});
+    expect(attached.status).toBe(409);
+    expect(attached.text).toContain('volume-attached');
+    expect((await post(`/console/volumes/${id}/detach`, {})).status).toBe(303);
+    expect((await post(`/console/volumes/${id}/delete`, {})).status).toBe(303);
+    expect((await v.get('/console/volumes')).text).not.toContain('console-vol');
+    const bad = await post('/console/volumes', { name: 'bad-vol', sizeGb: 'lots' });
+    expect(bad.status).toBe(400);
+    expect(bad.text).toContain('sizeGb');
+  });
+
+  it("answer another organization's volume like a missing one", async () => {
+    const made = await tp.request('POST', '/v1/volumes', {
+      token: other.token,
+      body: { name: 'theirs-vol', sizeGb: 1 },
+    });
+    expect(made.status).toBe(201);
+    const theirs = await post(`/console/volumes/${made.body.id}/delete`, {});
+    const missing = await post('/console/volumes/vol-doesnotexist/delete', {});
+    expect(theirs.status).toBe(404);
+    expect(missing.status).toBe(404);
+  });
+});
+
+describe('secrets', () => {
+  const VALUE = 'correct-horse-battery-staple-4711';
+
+  it('set and delete by name, the value never in a page, address or refusal', async () => {
+    expect(
+      (await tp.request('POST', '/v1/apps', { token: org.token, body: { name: 'secret-app' } }))
+        .status,
+    ).toBe(201);
+    expect((await v.get('/console/secrets')).text).toContain('/console/secrets/secret-app');
+    const set = await post('/console/secrets/secret-app', {
+      name: 'API_KEY',
+      value: VALUE,
+      build: 'on',
+    });
+    expect(set.status).toBe(303);
+    expect(set.headers.get('location')).toBe('/console/secrets/secret-app');
+    const page = await v.get('/console/secrets/secret-app');
+    expect(page.text).toMatch(/data-secret="API_KEY"[\s\S]*yes/);
+    expect(page.text).not.toContain(VALUE);
+    const refused = await post('/console/secrets/secret-app', { name: 'bad name!', value: VALUE });
+    expect(refused.status).toBe(400);
+    expect(refused.text).not.toContain(VALUE);
+    expect((await post('/console/secrets/secret-app/delete', { name: 'API_KEY' })).status).toBe(
+      303,
+    );
+    expect((await v.get('/console/secrets/secret-app')).text).not.toContain('API_KEY');
+  });
+
+  it("answer another organization's app like a missing one", async () => {
+    expect(
+      (
+        await tp.request('POST', '/v1/apps', {
+          token: other.token,
+          body: { name: 'theirs-secrets' },
+        })
+      ).status,
+    ).toBe(201);
+    const theirs = await v.get('/console/secrets/theirs-secrets');
+    const missing = await v.get('/console/secrets/nosuch-secrets');
+    expect(theirs.status).toBe(404);
+    expect(theirs.text.replaceAll('theirs-secrets', 'X')).toBe(
+      missing.text.replaceAll('nosuch-secrets', 'X'),
+    );
+    const write = await post('/console/secrets/theirs-secrets', { name: 'X', value: VALUE });
+    expect(write.status).toBe(404);
+    expect(write.text).not.toContain(VALUE);
+  });
+});

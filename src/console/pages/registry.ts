@@ -10,14 +10,16 @@ import { databasesFamily } from './databases.js';
 import { comingFamily } from './coming.js';
 import { deviceFamily } from './device.js';
 import type { PageFamily } from './family.js';
+import { secretsFamily } from './secrets.js';
 import { tokensFamily } from './tokens.js';
+import { volumesFamily } from './volumes.js';
 
 export const PAGE_FAMILIES: PageFamily[] = [
   appsFamily,
   databasesFamily,
   bucketsFamily,
-  comingFamily('volumes', 'Volumes', 'pier volumes'),
-  comingFamily('secrets', 'Secrets', 'pier secrets'),
+  volumesFamily,
+  secretsFamily,
   tokensFamily,
   auditFamily,
   comingFamily('billing', 'Billing', 'pier billing'),
