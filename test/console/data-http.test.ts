@@ -387,3 +387,64 @@ describe('secrets', () => {
     expect(write.text).not.toContain(VALUE);
   });
 });
+
+describe('billing', () => {
+  it('shows balance, ledger and a chart per usage kind; refusals in place', async () => {
+    expect(
+      (
+        await tp.admin('POST', `/admin/v1/orgs/${org.id}/grants`, {
+          amountCents: 1234,
+          reason: 'welcome',
+        })
+      ).status,
+    ).toBe(201);
+    const hour = 3600_000;
+    await tp.platform.ctx.db
+      .insertInto('usage_events')
+      .values([
+        {
+          org_id: org.id,
+          kind: 'machine_running_seconds',
+          quantity: '3600',
+          at: new Date(Date.now() - 2 * hour),
+        },
+        {
+          org_id: org.id,
+          kind: 'machine_running_seconds',
+          quantity: '1800',
+          at: new Date(Date.now() - 30 * hour),
+        },
+        {
+          org_id: org.id,
+          kind: 'bucket_bytes',
+          quantity: '5000000',
+          at: new Date(Date.now() - 3 * hour),
+        },
+        { org_id: other.id, kind: 'theirs_kind', quantity: '1', at: new Date(Date.now() - hour) },
+      ])
+      .execute();
+    const page = await v.get('/console/billing?period=7d');
+    expect(page.status).toBe(200);
+    expect(page.text).toMatch(/class="balance-amount">€12\.34</);
+    expect(page.text).toMatch(/data-kind="grant"[\s\S]*€12\.34[\s\S]*welcome/);
+    expect(page.text.match(/<svg/g)).toHaveLength(2);
+    expect(page.text).toContain('data-kind="machine_running_seconds"');
+    expect(page.text).toContain('total 5.4k');
+    expect(page.text).not.toContain('theirs_kind');
+    expect(page.text).not.toMatch(/\sstyle=|<style/);
+    expect(page.text).toContain('id="billing-actions"');
+    expect(page.text).toContain('/v1/usage?from=');
+    // The last 24 hours leave out the event of 30 hours ago.
+    expect((await v.get('/console/billing?period=24h')).text).toContain('total 3.6k');
+
+    // An organization without a credit account: the balance's refusal, the rest shown.
+    const postpaid = await tp.createOrg({ name: 'Postpaid Org', prepaid: false });
+    await addPerson(tp, postpaid.id, 'pat@example.com');
+    const pat = new ConsoleVisitor(tp);
+    expect((await pat.signIn('pat@example.com')).status).toBe(303);
+    const theirs = await pat.get('/console/billing');
+    expect(theirs.status).toBe(200);
+    expect(theirs.text).toContain('not-prepaid');
+    expect(theirs.text).toContain('No usage in this period.');
+  });
+});

@@ -5,9 +5,9 @@
  */
 import { appsFamily } from './apps.js';
 import { auditFamily } from './audit.js';
+import { billingFamily } from './billing.js';
 import { bucketsFamily } from './buckets.js';
 import { databasesFamily } from './databases.js';
-import { comingFamily } from './coming.js';
 import { deviceFamily } from './device.js';
 import type { PageFamily } from './family.js';
 import { secretsFamily } from './secrets.js';
@@ -22,6 +22,6 @@ export const PAGE_FAMILIES: PageFamily[] = [
   secretsFamily,
   tokensFamily,
   auditFamily,
-  comingFamily('billing', 'Billing', 'pier billing'),
+  billingFamily,
   deviceFamily,
 ];
