@@ -22,6 +22,7 @@ const FILES: Record<string, string> = {
   'console.js': own('console.js'),
   'terminal.js': own('terminal.js'),
   'data.js': own('data.js'),
+  'data.css': own('data.css'),
 };
 
 const TYPES: Record<string, string> = {

@@ -9,7 +9,7 @@ import type { KeyRecord } from '../../contracts/tokens.js';
 import { html, type Html } from '../html.js';
 import type { PageFamily } from './family.js';
 import { enc } from './form-values.js';
-import { when } from './widgets.js';
+import { when, wide } from './widgets.js';
 
 const VERDICTS = ['allowed', 'refused'] as const;
 
@@ -44,29 +44,31 @@ function filterForm(keys: KeyRecord[], token: string, verdict: string, limit: st
 
 function auditTable(entries: AgentAction[], names: Map<string, string>): Html {
   if (entries.length === 0) return html`<p class="muted">No judged requests.</p>`;
-  return html`<table class="audit">
-    <thead>
-      <tr>
-        <th>When</th>
-        <th>Token</th>
-        <th>Request</th>
-        <th>App</th>
-        <th>Verdict</th>
-      </tr>
-    </thead>
-    <tbody>
-      ${entries.map(
-        (a) =>
-          html`<tr class="verdict-${a.verdict}" data-verdict="${a.verdict}">
-            <td>${when(a.at)}</td>
-            <td title="${a.tokenId}">${names.get(a.tokenId) ?? a.tokenId}</td>
-            <td><code>${a.method} ${a.path}</code></td>
-            <td>${a.app ?? ''}</td>
-            <td>${a.verdict}${a.code ? html` <code>${a.code}</code>` : ''}</td>
-          </tr>`,
-      )}
-    </tbody>
-  </table>`;
+  return wide(
+    html`<table class="audit">
+      <thead>
+        <tr>
+          <th>When</th>
+          <th>Token</th>
+          <th>Request</th>
+          <th>App</th>
+          <th>Verdict</th>
+        </tr>
+      </thead>
+      <tbody>
+        ${entries.map(
+          (a) =>
+            html`<tr class="verdict-${a.verdict}" data-verdict="${a.verdict}">
+              <td>${when(a.at)}</td>
+              <td title="${a.tokenId}">${names.get(a.tokenId) ?? a.tokenId}</td>
+              <td><code>${a.method} ${a.path}</code></td>
+              <td>${a.app ?? ''}</td>
+              <td>${a.verdict}${a.code ? html` <code>${a.code}</code>` : ''}</td>
+            </tr>`,
+        )}
+      </tbody>
+    </table>`,
+  );
 }
 
 export const auditFamily: PageFamily = {
@@ -88,6 +90,7 @@ export const auditFamily: PageFamily = {
       return {
         title: 'Agent-action audit',
         nav: 'audit',
+        styles: [c.assets.url('data.css')],
         body: html`${filterForm(keys, token, verdict, limit)} ${auditTable(shown, names)}`,
         commands: [{ method: 'GET', path }],
       };

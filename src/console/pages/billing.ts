@@ -14,7 +14,7 @@ import { errorBox } from '../layout.js';
 import type { PageFamily } from './family.js';
 import { enc } from './form-values.js';
 import { slotted, usageCharts } from './usage-chart.js';
-import { when } from './widgets.js';
+import { when, wide } from './widgets.js';
 
 /** Periods the page offers: length and how many slots the chart cuts it into. */
 const PERIODS: Record<string, { ms: number; slots: number; label: string }> = {
@@ -54,27 +54,29 @@ function balance(a: CreditAccount): Html {
 
 function ledger(page: LedgerPage): Html {
   if (page.entries.length === 0) return html`<p class="muted">No entries.</p>`;
-  return html`<table class="ledger">
-    <thead>
-      <tr>
-        <th>When</th>
-        <th>Kind</th>
-        <th>Amount</th>
-        <th>Detail</th>
-      </tr>
-    </thead>
-    <tbody>
-      ${page.entries.map(
-        (e) =>
-          html`<tr data-kind="${e.kind}">
-            <td>${when(e.at)}</td>
-            <td>${e.kind}</td>
-            <td>${euros(e.amountCents)}</td>
-            <td>${e.detail ?? e.reference ?? ''}</td>
-          </tr>`,
-      )}
-    </tbody>
-  </table>`;
+  return wide(
+    html`<table class="ledger">
+      <thead>
+        <tr>
+          <th>When</th>
+          <th>Kind</th>
+          <th>Amount</th>
+          <th>Detail</th>
+        </tr>
+      </thead>
+      <tbody>
+        ${page.entries.map(
+          (e) =>
+            html`<tr data-kind="${e.kind}">
+              <td>${when(e.at)}</td>
+              <td>${e.kind}</td>
+              <td>${euros(e.amountCents)}</td>
+              <td>${e.detail ?? e.reference ?? ''}</td>
+            </tr>`,
+        )}
+      </tbody>
+    </table>`,
+  );
 }
 
 function usage(list: UsageList, slots: number): Html {
@@ -125,6 +127,7 @@ export const billingFamily: PageFamily = {
       return {
         title: 'Billing',
         nav: 'billing',
+        styles: [c.assets.url('data.css')],
         body: html`<h2>Balance</h2>
           ${credits}
           <section id="billing-actions" class="coming" aria-label="Top-up and auto-recharge">

@@ -28,6 +28,7 @@ export function bucketCorsPages(router: ConsoleRouter): void {
     return {
       title: `CORS rules of ${name}`,
       nav: 'buckets',
+      styles: [c.assets.url('data.css')],
       body: html`<p><a href="/console/buckets/${enc(name)}">Back to ${name}</a></p>
         <p class="muted">
           Rules let pages of other sites call this bucket through the S3 gateway. The console's

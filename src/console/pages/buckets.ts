@@ -18,7 +18,7 @@ import { bucketCorsPages } from './bucket-cors.js';
 import { groupByFolder, parentsOf } from './bucket-listing.js';
 import type { PageFamily } from './family.js';
 import { enc, ticked } from './form-values.js';
-import { when } from './widgets.js';
+import { when, wide } from './widgets.js';
 
 interface Bucket {
   id: string;
@@ -38,33 +38,37 @@ const createForm = (c: PageContext) =>
 
 function bucketsTable(c: PageContext, buckets: Bucket[]): Html {
   if (buckets.length === 0) return html`<p class="muted">No buckets yet.</p>`;
-  return html`<table class="buckets">
-    <thead>
-      <tr>
-        <th>Bucket</th>
-        <th>Created</th>
-        <th></th>
-      </tr>
-    </thead>
-    <tbody>
-      ${buckets.map(
-        (b) =>
-          html`<tr data-bucket="${b.name}">
-            <td><a href="${bucketPath(b.name)}">${b.name}</a></td>
-            <td>${when(b.createdAt)}</td>
-            <td>
-              <form method="post" action="${bucketPath(b.name)}/delete" class="inline">
-                ${csrfField(c.session.csrf)}
-                <label class="check"><input type="checkbox" name="force" /> with its objects</label>
-                <button type="submit" class="danger" data-confirm="Delete bucket ${b.name}?">
-                  Delete
-                </button>
-              </form>
-            </td>
-          </tr>`,
-      )}
-    </tbody>
-  </table>`;
+  return wide(
+    html`<table class="buckets">
+      <thead>
+        <tr>
+          <th>Bucket</th>
+          <th>Created</th>
+          <th></th>
+        </tr>
+      </thead>
+      <tbody>
+        ${buckets.map(
+          (b) =>
+            html`<tr data-bucket="${b.name}">
+              <td><a href="${bucketPath(b.name)}">${b.name}</a></td>
+              <td>${when(b.createdAt)}</td>
+              <td>
+                <form method="post" action="${bucketPath(b.name)}/delete" class="inline">
+                  ${csrfField(c.session.csrf)}
+                  <label class="check"
+                    ><input type="checkbox" name="force" /> with its objects</label
+                  >
+                  <button type="submit" class="danger" data-confirm="Delete bucket ${b.name}?">
+                    Delete
+                  </button>
+                </form>
+              </td>
+            </tr>`,
+        )}
+      </tbody>
+    </table>`,
+  );
 }
 
 function objectActions(c: PageContext, bucket: string, key: string, prefix: string): Html {
@@ -87,36 +91,38 @@ function objectsTable(c: PageContext, bucket: string, prefix: string, page: Obje
   const { folders, files } = groupByFolder(prefix, page.objects);
   if (folders.length === 0 && files.length === 0)
     return html`<p class="muted">No objects${prefix ? ' under this prefix' : ''}.</p>`;
-  return html`<table class="objects">
-    <thead>
-      <tr>
-        <th>Key</th>
-        <th>Size (bytes)</th>
-        <th>Last modified</th>
-        <th></th>
-      </tr>
-    </thead>
-    <tbody>
-      ${folders.map(
-        (f) =>
-          html`<tr class="folder">
-            <td><a href="${bucketPath(bucket, f)}">${f.slice(prefix.length)}</a></td>
-            <td></td>
-            <td></td>
-            <td></td>
-          </tr>`,
-      )}
-      ${files.map(
-        (o) =>
-          html`<tr data-key="${o.key}">
-            <td>${o.key.slice(prefix.length)}</td>
-            <td>${o.sizeBytes}</td>
-            <td>${when(o.lastModified)}</td>
-            <td>${objectActions(c, bucket, o.key, prefix)}</td>
-          </tr>`,
-      )}
-    </tbody>
-  </table>`;
+  return wide(
+    html`<table class="objects">
+      <thead>
+        <tr>
+          <th>Key</th>
+          <th>Size (bytes)</th>
+          <th>Last modified</th>
+          <th></th>
+        </tr>
+      </thead>
+      <tbody>
+        ${folders.map(
+          (f) =>
+            html`<tr class="folder">
+              <td><a href="${bucketPath(bucket, f)}">${f.slice(prefix.length)}</a></td>
+              <td></td>
+              <td></td>
+              <td></td>
+            </tr>`,
+        )}
+        ${files.map(
+          (o) =>
+            html`<tr data-key="${o.key}">
+              <td>${o.key.slice(prefix.length)}</td>
+              <td>${o.sizeBytes}</td>
+              <td>${when(o.lastModified)}</td>
+              <td>${objectActions(c, bucket, o.key, prefix)}</td>
+            </tr>`,
+        )}
+      </tbody>
+    </table>`,
+  );
 }
 
 function breadcrumb(bucket: string, prefix: string): Html {
@@ -152,6 +158,7 @@ export const bucketsFamily: PageFamily = {
       return {
         title: 'Buckets',
         nav: 'buckets',
+        styles: [c.assets.url('data.css')],
         body: html`${bucketsTable(c, buckets)} ${createForm(c)}`,
         commands: [
           { pier: 'pier buckets list', method: 'GET', path: '/v1/buckets' },
@@ -195,6 +202,7 @@ export const bucketsFamily: PageFamily = {
       return {
         title: `Bucket ${name}`,
         nav: 'buckets',
+        styles: [c.assets.url('data.css')],
         body: html`${breadcrumb(name, prefix)}
           <p><a href="${bucketPath(name)}/cors">CORS rules</a></p>
           ${objectsTable(c, name, prefix, page)} ${more}

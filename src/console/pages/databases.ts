@@ -16,7 +16,7 @@ import { csrfField } from '../layout.js';
 import { fragment, redirect, type Outcome, type PageContext } from '../router.js';
 import type { PageFamily } from './family.js';
 import { enc, momentField, ticked, wholeNumber } from './form-values.js';
-import { momentPicker, shownOnce, when } from './widgets.js';
+import { momentPicker, shownOnce, when, wide } from './widgets.js';
 
 export const databasePath = (name: string) => `/console/databases/${enc(name)}`;
 const v1Path = (name: string) => `/v1/resources/${enc(name)}`;
@@ -30,31 +30,33 @@ function copyOf(d: DatabaseRecord): Html {
 
 function databasesTable(list: DatabaseRecord[]): Html {
   if (list.length === 0) return html`<p class="muted">No databases.</p>`;
-  return html`<table class="databases">
-    <thead>
-      <tr>
-        <th>Database</th>
-        <th>Kind</th>
-        <th>State</th>
-        <th>Copy of</th>
-        <th>Expires</th>
-        <th>Created</th>
-      </tr>
-    </thead>
-    <tbody>
-      ${list.map(
-        (d) =>
-          html`<tr data-database="${d.name}">
-            <td><a href="${databasePath(d.name)}">${d.name}</a></td>
-            <td>${d.kind}</td>
-            <td class="state state-${d.state}" title="${d.stateReason ?? ''}">${d.state}</td>
-            <td>${copyOf(d)}</td>
-            <td>${when(d.expiresAt)}</td>
-            <td>${when(d.createdAt)}</td>
-          </tr>`,
-      )}
-    </tbody>
-  </table>`;
+  return wide(
+    html`<table class="databases">
+      <thead>
+        <tr>
+          <th>Database</th>
+          <th>Kind</th>
+          <th>State</th>
+          <th>Copy of</th>
+          <th>Expires</th>
+          <th>Created</th>
+        </tr>
+      </thead>
+      <tbody>
+        ${list.map(
+          (d) =>
+            html`<tr data-database="${d.name}">
+              <td><a href="${databasePath(d.name)}">${d.name}</a></td>
+              <td>${d.kind}</td>
+              <td class="state state-${d.state}" title="${d.stateReason ?? ''}">${d.state}</td>
+              <td>${copyOf(d)}</td>
+              <td>${when(d.expiresAt)}</td>
+              <td>${when(d.createdAt)}</td>
+            </tr>`,
+        )}
+      </tbody>
+    </table>`,
+  );
 }
 
 /** The answer of a create or a URL hand-out: its URL once, then what the page lists. */
@@ -64,6 +66,7 @@ function withUrl(c: PageContext, target: string, what: string, url: string, rest
   return {
     title: what,
     nav: 'databases',
+    styles: [c.assets.url('data.css')],
     body: html`${box}
       <p><a href="/console/databases">Back to the databases</a></p>`,
   };
@@ -159,6 +162,7 @@ export const databasesFamily: PageFamily = {
       return {
         title: 'Databases',
         nav: 'databases',
+        styles: [c.assets.url('data.css')],
         body: html`<div id="databases-area">${databasesTable(list)}</div>
           <h2>Create a database</h2>
           ${createForm(c)}`,
@@ -194,6 +198,7 @@ export const databasesFamily: PageFamily = {
       return {
         title: `Database ${d.name}`,
         nav: 'databases',
+        styles: [c.assets.url('data.css')],
         body: html`${databasesTable([d])} ${urlButton(c, d)}
           <dl class="facts">
             <dt>Attached apps get</dt>

@@ -10,7 +10,7 @@ import { csrfField } from '../layout.js';
 import { redirect, type PageContext } from '../router.js';
 import type { PageFamily } from './family.js';
 import { enc, ticked } from './form-values.js';
-import { when } from './widgets.js';
+import { when, wide } from './widgets.js';
 
 interface Secret {
   name: string;
@@ -25,44 +25,46 @@ const v1Path = (app: string) => `/v1/apps/${enc(app)}/secrets`;
 
 function secretsTable(c: PageContext, app: string, secrets: Secret[]): Html {
   if (secrets.length === 0) return html`<p class="muted">No secrets.</p>`;
-  return html`<table class="secrets">
-    <thead>
-      <tr>
-        <th>Name</th>
-        <th>Updated</th>
-        <th>Build sees it</th>
-        <th>Managed</th>
-        <th></th>
-      </tr>
-    </thead>
-    <tbody>
-      ${secrets.map(
-        (s) =>
-          html`<tr data-secret="${s.name}">
-            <td><code>${s.name}</code></td>
-            <td>${when(s.updatedAt)}</td>
-            <td>${s.build ? 'yes' : ''}</td>
-            <td>${s.managed ? (s.managedReason ?? 'yes') : ''}</td>
-            <td>
-              ${
-                s.managed
-                  ? ''
-                  : html`<form method="post" action="${secretsPath(app)}/delete" class="inline">
-                      ${csrfField(c.session.csrf)}<input
-                        type="hidden"
-                        name="name"
-                        value="${s.name}"
-                      />
-                      <button type="submit" class="danger" data-confirm="Delete ${s.name}?">
-                        Delete
-                      </button>
-                    </form>`
-              }
-            </td>
-          </tr>`,
-      )}
-    </tbody>
-  </table>`;
+  return wide(
+    html`<table class="secrets">
+      <thead>
+        <tr>
+          <th>Name</th>
+          <th>Updated</th>
+          <th>Build sees it</th>
+          <th>Managed</th>
+          <th></th>
+        </tr>
+      </thead>
+      <tbody>
+        ${secrets.map(
+          (s) =>
+            html`<tr data-secret="${s.name}">
+              <td><code>${s.name}</code></td>
+              <td>${when(s.updatedAt)}</td>
+              <td>${s.build ? 'yes' : ''}</td>
+              <td>${s.managed ? (s.managedReason ?? 'yes') : ''}</td>
+              <td>
+                ${
+                  s.managed
+                    ? ''
+                    : html`<form method="post" action="${secretsPath(app)}/delete" class="inline">
+                        ${csrfField(c.session.csrf)}<input
+                          type="hidden"
+                          name="name"
+                          value="${s.name}"
+                        />
+                        <button type="submit" class="danger" data-confirm="Delete ${s.name}?">
+                          Delete
+                        </button>
+                      </form>`
+                }
+              </td>
+            </tr>`,
+        )}
+      </tbody>
+    </table>`,
+  );
 }
 
 const setForm = (c: PageContext, app: string) =>
@@ -89,6 +91,7 @@ export const secretsFamily: PageFamily = {
       return {
         title: 'Secrets',
         nav: 'secrets',
+        styles: [c.assets.url('data.css')],
         body: apps.length
           ? html`<p>Secrets belong to an app:</p>
               <ul class="apps">
@@ -107,6 +110,7 @@ export const secretsFamily: PageFamily = {
       return {
         title: `Secrets of ${app}`,
         nav: 'secrets',
+        styles: [c.assets.url('data.css')],
         body: html`${secretsTable(c, app, secrets)}
           <h2>Set a secret</h2>
           ${setForm(c, app)}`,

@@ -10,54 +10,59 @@ import { csrfField } from '../layout.js';
 import { fragment, redirect, type PageContext } from '../router.js';
 import type { PageFamily } from './family.js';
 import { enc, listField, momentField, ticked, wholeNumber } from './form-values.js';
-import { momentPicker, shownOnce, when } from './widgets.js';
+import { momentPicker, shownOnce, when, wide } from './widgets.js';
 
 function agentCell(k: KeyRecord): Html {
   if (!k.agent) return html`<span class="muted">—</span>`;
-  return html`${k.agent.class}${k.agent.prodDataRead ? html` <span class="muted">(prod data)</span>` : ''}`;
+  const apps = k.agent.apps ? k.agent.apps.join(' ') : 'all apps';
+  const data = k.agent.prodDataRead ? ', prod data' : '';
+  return html`${k.agent.class} <span class="muted">(${apps}${data})</span>`;
 }
 
 function tokensTable(c: PageContext, keys: KeyRecord[]): Html {
   if (keys.length === 0) return html`<p class="muted">No keys.</p>`;
-  return html`<table class="tokens">
-    <thead>
-      <tr>
-        <th>Name</th>
-        <th>Prefix</th>
-        <th>Scopes</th>
-        <th>Agent class</th>
-        <th>Apps</th>
-        <th>Expires</th>
-        <th>Last used</th>
-        <th></th>
-      </tr>
-    </thead>
-    <tbody>
-      ${keys.map(
-        (k) =>
-          html`<tr data-token="${k.id}">
-            <td>
-              ${k.name}${k.id === c.session.keyId ? html` <span class="muted">(this session)</span>` : ''}
-            </td>
-            <td><code>${k.prefix}</code></td>
-            <td>${k.scopes ? k.scopes.join(' ') : html`<span class="muted">full access</span>`}</td>
-            <td>${agentCell(k)}</td>
-            <td>${k.agent?.apps ? k.agent.apps.join(' ') : k.agent ? 'all' : ''}</td>
-            <td>${when(k.expiresAt)}${k.expired ? html` <span class="bad">expired</span>` : ''}</td>
-            <td>${when(k.lastUsedAt)}</td>
-            <td>
-              <a href="/console/audit?token=${enc(k.id)}">audit</a>
-              <form method="post" action="/console/tokens/${enc(k.id)}/revoke" class="inline">
-                ${csrfField(c.session.csrf)}
-                <button type="submit" class="danger" data-confirm="Revoke key ${k.name}?">
-                  Revoke
-                </button>
-              </form>
-            </td>
-          </tr>`,
-      )}
-    </tbody>
-  </table>`;
+  return wide(
+    html`<table class="tokens">
+      <thead>
+        <tr>
+          <th>Name and prefix</th>
+          <th>Scopes</th>
+          <th>Agent class (apps)</th>
+          <th>Expires</th>
+          <th>Last used</th>
+          <th></th>
+        </tr>
+      </thead>
+      <tbody>
+        ${keys.map(
+          (k) =>
+            html`<tr data-token="${k.id}">
+              <td>
+                ${k.name}${k.id === c.session.keyId ? html` <span class="muted">(this session)</span>` : ''}
+                <br /><code class="muted">${k.prefix}</code>
+              </td>
+              <td>
+                ${k.scopes ? k.scopes.join(' ') : html`<span class="muted">full access</span>`}
+              </td>
+              <td>${agentCell(k)}</td>
+              <td>
+                ${when(k.expiresAt)}${k.expired ? html` <span class="bad">expired</span>` : ''}
+              </td>
+              <td>${when(k.lastUsedAt)}</td>
+              <td>
+                <a href="/console/audit?token=${enc(k.id)}">audit</a>
+                <form method="post" action="/console/tokens/${enc(k.id)}/revoke" class="inline">
+                  ${csrfField(c.session.csrf)}
+                  <button type="submit" class="danger" data-confirm="Revoke key ${k.name}?">
+                    Revoke
+                  </button>
+                </form>
+              </td>
+            </tr>`,
+        )}
+      </tbody>
+    </table>`,
+  );
 }
 
 /** The list, and above it the answer of a create (the new key's value) when there is one. */
@@ -163,6 +168,7 @@ export const tokensFamily: PageFamily = {
       return {
         title: 'Tokens',
         nav: 'tokens',
+        styles: [c.assets.url('data.css')],
         body: html`${tokensArea(c, keys)}
           <h2>Create a key</h2>
           ${expiryNote(keys.find((k) => k.id === c.session.keyId))} ${createForm(c)}`,
@@ -183,6 +189,7 @@ export const tokensFamily: PageFamily = {
       return {
         title: 'Key created',
         nav: 'tokens',
+        styles: [c.assets.url('data.css')],
         body: html`${area}
           <p><a href="/console/tokens">Back to the keys</a></p>`,
         commands: COMMANDS,

@@ -8,7 +8,7 @@ import { csrfField } from '../layout.js';
 import { redirect, type PageContext } from '../router.js';
 import type { PageFamily } from './family.js';
 import { enc, wholeNumber } from './form-values.js';
-import { when } from './widgets.js';
+import { when, wide } from './widgets.js';
 
 interface Volume {
   id: string;
@@ -51,41 +51,43 @@ function attachment(c: PageContext, v: Volume): Html {
 
 function volumesTable(c: PageContext, volumes: Volume[]): Html {
   if (volumes.length === 0) return html`<p class="muted">No volumes.</p>`;
-  return html`<table class="volumes">
-    <thead>
-      <tr>
-        <th>Volume</th>
-        <th>Size (GB)</th>
-        <th>Mount path</th>
-        <th>Class</th>
-        <th>Last durable copy</th>
-        <th>App</th>
-        <th></th>
-      </tr>
-    </thead>
-    <tbody>
-      ${volumes.map(
-        (v) =>
-          html`<tr data-volume="${v.name}">
-            <td title="${v.id}">${v.name}</td>
-            <td>
-              <form method="post" action="${volumePath(v.id)}/resize" class="inline">
-                ${csrfField(c.session.csrf)}
-                <input name="sizeGb" value="${v.sizeGb}" size="4" inputmode="numeric" />
-                <button type="submit">Resize</button>
-              </form>
-            </td>
-            <td><code>${v.mountPath}</code></td>
-            <td>${v.class}</td>
-            <td>${when(v.durableAt)}</td>
-            <td>${attachment(c, v)}</td>
-            <td>
-              ${button(c, `${volumePath(v.id)}/delete`, 'Delete', `Delete ${v.name} and its data?`)}
-            </td>
-          </tr>`,
-      )}
-    </tbody>
-  </table>`;
+  return wide(
+    html`<table class="volumes">
+      <thead>
+        <tr>
+          <th>Volume</th>
+          <th>Size (GB)</th>
+          <th>Mount path</th>
+          <th>Class</th>
+          <th>Last durable copy</th>
+          <th>App</th>
+          <th></th>
+        </tr>
+      </thead>
+      <tbody>
+        ${volumes.map(
+          (v) =>
+            html`<tr data-volume="${v.name}">
+              <td title="${v.id}">${v.name}</td>
+              <td>
+                <form method="post" action="${volumePath(v.id)}/resize" class="inline">
+                  ${csrfField(c.session.csrf)}
+                  <input name="sizeGb" value="${v.sizeGb}" size="4" inputmode="numeric" />
+                  <button type="submit">Resize</button>
+                </form>
+              </td>
+              <td><code>${v.mountPath}</code></td>
+              <td>${v.class}</td>
+              <td>${when(v.durableAt)}</td>
+              <td>${attachment(c, v)}</td>
+              <td>
+                ${button(c, `${volumePath(v.id)}/delete`, 'Delete', `Delete ${v.name} and its data?`)}
+              </td>
+            </tr>`,
+        )}
+      </tbody>
+    </table>`,
+  );
 }
 
 const createForm = (c: PageContext) =>
@@ -115,6 +117,7 @@ export const volumesFamily: PageFamily = {
       return {
         title: 'Volumes',
         nav: 'volumes',
+        styles: [c.assets.url('data.css')],
         body: html`${volumesTable(c, volumes)}
           <h2>Create a volume</h2>
           ${createForm(c)}`,

@@ -24,9 +24,14 @@ export function shownOnce(what: string, value: string): Html {
   </div>`;
 }
 
-/** A date as the list pages show it (the record's own text, or a dash). */
+/** A date as the list pages show it, to the minute (the full time in `datetime`), or a dash. */
 export function when(value: string | null | undefined): Html {
   return value
-    ? html`<time datetime="${value}">${value.replace('T', ' ').slice(0, 19)}</time>`
+    ? html`<time datetime="${value}">${value.replace('T', ' ').slice(0, 16)}</time>`
     : html`<span class="muted">—</span>`;
+}
+
+/** A table that scrolls sideways inside the page rather than under the commands panel. */
+export function wide(table: Html): Html {
+  return html`<div class="table-wrap">${table}</div>`;
 }
