@@ -234,6 +234,34 @@ describe('buckets', () => {
     const tokens = await reader.get('/console/tokens');
     expect(tokens.status).toBe(403);
     expect(tokens.text).toContain('token-scope');
+    // Every data page reads, or shows the route's sentence where it needs a full key.
+    for (const path of [
+      '/console/databases',
+      '/console/volumes',
+      '/console/secrets',
+      '/console/billing',
+      '/console/buckets/ours-bucket/cors',
+    ]) {
+      const page = await reader.get(path);
+      expect(page.status, path).toBe(200);
+    }
+    const billing = await reader.get('/console/billing');
+    expect(billing.text).toContain('token-scope');
+  });
+
+  it('refuse a data form posted without the CSRF token or from another site', async () => {
+    const noToken = await v.post('/console/buckets', { name: 'csrf-bucket' });
+    expect(noToken.status).toBe(403);
+    expect(noToken.text).toContain('csrf-failed');
+    const crossSite = await v.post(
+      '/console/tokens',
+      { _csrf: csrf, name: 'x', ttlSeconds: '600' },
+      { origin: 'https://evil.example' },
+    );
+    expect(crossSite.status).toBe(403);
+    expect((await tp.request('GET', '/v1/buckets/csrf-bucket', { token: org.token })).status).toBe(
+      404,
+    );
   });
 });
 
