@@ -6,7 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestPlatform, type TestOrg, type TestPlatform } from '../helpers/platform.js';
-import { settled } from '../databases/helpers.js';
+import { settled, sleep, waitFor } from '../databases/helpers.js';
 import { addPerson, ConsoleVisitor } from './console-client.js';
 
 let tp: TestPlatform;
@@ -266,7 +266,7 @@ describe('buckets', () => {
 });
 
 describe('databases', () => {
-  it('show the URL once at create and for a copy, branch, and refuse a restore without a moment', async () => {
+  it('show the URL once at create and for a copy; branch, fork and restore with moment pickers', async () => {
     const made = await post(
       '/console/databases',
       { name: 'console-pg', kind: 'postgres', memoryMb: '256' },
@@ -298,6 +298,43 @@ describe('databases', () => {
     const twice = await post('/console/databases/console-pg-br/url', {}, { 'hx-request': 'true' });
     expect(twice.status).toBe(409);
     expect(twice.text).toContain('url-handed-out');
+
+    // A fork from the archive as of a moment picked in the browser's zone (an hour ahead
+    // of UTC: the wall clock reads an hour later), with an expiry. The archive reaches a
+    // moment only after its first base backup: the route says so (422) until then.
+    const forked = await waitFor(
+      async () => {
+        const res = await post('/console/databases/console-pg/fork', {
+          name: 'console-pg-fork',
+          asOf: new Date(Date.now() + 3600_000).toISOString().slice(0, 19),
+          tzOffset: '-60',
+          ttlSeconds: '7200',
+        });
+        if (res.status !== 422) return res;
+        await sleep(1000);
+        return undefined;
+      },
+      'the archive to reach the moment',
+      90_000,
+    );
+    expect(forked.status, forked.text).toBe(303);
+    const fork = (await tp.request('GET', '/v1/resources/console-pg-fork', { token: org.token }))
+      .body;
+    expect(fork).toMatchObject({ copyKind: 'fork', sourceName: 'console-pg' });
+    expect(fork.expiresAt).toBeDefined();
+    const copies = await v.get('/console/databases/console-pg');
+    expect(copies.text).toMatch(/data-database="console-pg-fork"[\s\S]*fork of/);
+    expect(copies.text).toContain(`datetime="${fork.expiresAt}"`);
+    await settled(tp, org, 'console-pg-fork');
+
+    const restored = await post('/console/databases/console-pg/restore', {
+      asOf: new Date(Date.now() - 2000).toISOString().slice(0, 19),
+      tzOffset: '0',
+      preserveUnderName: 'console-pg-before',
+    });
+    expect(restored.status, restored.text).toBe(303);
+    expect((await settled(tp, org, 'console-pg')).state).toBe('ready');
+    expect((await v.get('/console/databases')).text).toContain('data-database="console-pg-before"');
 
     const noMoment = await post('/console/databases/console-pg/restore', { asOf: '' });
     expect(noMoment.status).toBe(400);
