@@ -28,8 +28,8 @@ function copyOf(d: DatabaseRecord): Html {
     ${d.sourceAsOf ? html`as of ${when(d.sourceAsOf)}` : ''}${d.ephemeral ? ' (ephemeral)' : ''}`;
 }
 
-function databasesTable(list: DatabaseRecord[]): Html {
-  if (list.length === 0) return html`<p class="muted">No databases.</p>`;
+function databasesTable(list: DatabaseRecord[], empty = 'No databases.'): Html {
+  if (list.length === 0) return html`<p class="muted">${empty}</p>`;
   return wide(
     html`<table class="databases">
       <thead>
@@ -211,7 +211,7 @@ export const databasesFamily: PageFamily = {
             <dd>${d.power}</dd>
           </dl>
           <h2>Copies</h2>
-          ${databasesTable(copies)} ${copyForms(c, d.name)}
+          ${databasesTable(copies, 'No copies.')} ${copyForms(c, d.name)}
           <h2>Delete</h2>
           <form method="post" action="${databasePath(d.name)}/delete">
             ${csrfField(c.session.csrf)}
