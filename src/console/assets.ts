@@ -21,6 +21,8 @@ const FILES: Record<string, string> = {
   'console.css': own('console.css'),
   'console.js': own('console.js'),
   'terminal.js': own('terminal.js'),
+  'data.js': own('data.js'),
+  'data.css': own('data.css'),
 };
 
 const TYPES: Record<string, string> = {

@@ -4,18 +4,24 @@
  * `comingFamily` placeholder if it has one). See ../README.md.
  */
 import { appsFamily } from './apps.js';
-import { comingFamily } from './coming.js';
+import { auditFamily } from './audit.js';
+import { billingFamily } from './billing.js';
+import { bucketsFamily } from './buckets.js';
+import { databasesFamily } from './databases.js';
 import { deviceFamily } from './device.js';
 import type { PageFamily } from './family.js';
+import { secretsFamily } from './secrets.js';
+import { tokensFamily } from './tokens.js';
+import { volumesFamily } from './volumes.js';
 
 export const PAGE_FAMILIES: PageFamily[] = [
   appsFamily,
-  comingFamily('databases', 'Databases', 'pier db'),
-  comingFamily('buckets', 'Buckets', 'pier buckets'),
-  comingFamily('volumes', 'Volumes', 'pier volumes'),
-  comingFamily('secrets', 'Secrets', 'pier secrets'),
-  comingFamily('tokens', 'Tokens', 'pier tokens'),
-  comingFamily('audit', 'Audit', 'pier tokens audit'),
-  comingFamily('billing', 'Billing', 'pier billing'),
+  databasesFamily,
+  bucketsFamily,
+  volumesFamily,
+  secretsFamily,
+  tokensFamily,
+  auditFamily,
+  billingFamily,
   deviceFamily,
 ];
