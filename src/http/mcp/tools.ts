@@ -32,7 +32,7 @@ const database = name('The database’s name.');
 const timestamp = z.string().describe('An ISO 8601 timestamp.');
 const copyLifetime = {
   expiresAt: timestamp.optional().describe('When the copy is removed (not with ttlSeconds).'),
-  ttlSeconds: z.number().int().optional().describe('Lifetime from now, 60–2592000 s.'),
+  ttlSeconds: z.number().int().min(60).max(2592000).optional().describe('Lifetime from now, 60–2592000 s.'),
 };
 const none = z.object({});
 
@@ -148,8 +148,8 @@ export const TOOLS: ToolRoute[] = [
     input: z.object({
       name: database,
       kind: z.enum(['postgres', 'redis']),
-      memoryMb: z.number().int().optional(),
-      sizeGb: z.number().int().optional(),
+      memoryMb: z.number().int().min(128).max(16384).optional(),
+      sizeGb: z.number().int().min(1).max(500).optional(),
       persistent: z.boolean().optional(),
     }),
   },
@@ -203,7 +203,7 @@ export const TOOLS: ToolRoute[] = [
     route: 'POST /v1/volumes',
     input: z.object({
       name: name('The volume’s name.'),
-      sizeGb: z.number().int().optional(),
+      sizeGb: z.number().int().min(1).max(500).optional(),
       mountPath: z.string().optional(),
       class: z.enum(['standard', 'durable']).optional(),
     }),
@@ -214,8 +214,8 @@ export const TOOLS: ToolRoute[] = [
     route: 'PATCH /v1/volumes/:id',
     input: z.object({
       id: volumeId,
-      sizeGb: z.number().int().optional(),
-      flushIntervalS: z.number().int().optional(),
+      sizeGb: z.number().int().min(1).max(500).optional(),
+      flushIntervalS: z.number().int().min(15).max(86400).optional(),
     }),
   },
   {
@@ -259,7 +259,7 @@ export const TOOLS: ToolRoute[] = [
     input: z.object({
       name: bucket,
       prefix: z.string().optional(),
-      limit: z.number().int().optional(),
+      limit: z.number().int().min(1).max(1000).optional(),
       cursor: z.string().optional(),
     }),
   },
@@ -278,7 +278,7 @@ export const TOOLS: ToolRoute[] = [
       name: bucket,
       key: z.string().min(1).max(1024),
       op: z.enum(['get', 'put']).optional(),
-      expiresInS: z.number().int().optional(),
+      expiresInS: z.number().int().min(1).max(604800).optional(),
       contentType: z.string().optional().describe('put only; part of the signature.'),
     }),
   },

@@ -1,6 +1,6 @@
 /**
  * The MCP endpoint (spec 4.12, 9.3): `POST /v1/mcp`, one JSON-RPC message per POST, no
- * sessions. The official SDK (`createMcpHandler`) speaks the protocol: revision
+ * sessions. The official SDK (mcp/handler.ts) speaks the protocol: revision
  * 2026-07-28 (`server/discover`, the `_meta` protocol version, the `Mcp-Method` /
  * `Mcp-Name` header checks) and the 2025 revisions (`initialize`) served statelessly.
  * In front of it sit pier's own checks: the bearer key (the auth row: F, agent tokens
@@ -8,10 +8,10 @@
  * 120 tool calls per minute per organization counted in PostgreSQL.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { createMcpHandler } from '@modelcontextprotocol/server';
 import { ApiError } from '../../../errors/api-error.js';
 import { countMcpToolCall } from '../../../services/mcp-rate-limit.js';
 import type { AppDeps } from '../../deps.js';
+import { mcpHandler } from '../../mcp/handler.js';
 import type { Caller } from '../../mcp/route-call.js';
 import { mcpServerFactory } from '../../mcp/server.js';
 import { principalOf } from '../../plugins/auth.js';
@@ -48,12 +48,7 @@ function webHeaders(req: FastifyRequest): Headers {
 }
 
 export function mcpRoutes(root: FastifyInstance, { ctx, config }: AppDeps): void {
-  const ownOrigin = new URL(config.publicUrl).origin;
-  const endpoint = `${ownOrigin}/v1/mcp`;
-  const handler = createMcpHandler(mcpServerFactory(root), {
-    responseMode: 'json',
-    maxRequestBodySize: config.bodyLimitBytes,
-  });
+  const handler = mcpHandler(mcpServerFactory(root), config.bodyLimitBytes);
   root.addHook('onClose', async () => handler.close());
 
   const challenge = async (_req: FastifyRequest, reply: FastifyReply, payload: unknown) => {
@@ -75,6 +70,8 @@ export function mcpRoutes(root: FastifyInstance, { ctx, config }: AppDeps): void
         onSend: challenge,
       },
       async (req, reply) => {
+        // Read per request: a listener on port 0 learns its public URL after the app is built.
+        const ownOrigin = new URL(config.publicUrl).origin;
         const origin = req.headers.origin;
         // A browser page of another site must not drive a signed-in person's key (DNS
         // rebinding, cross-site posts); desktop clients send no Origin at all.
@@ -94,7 +91,7 @@ export function mcpRoutes(root: FastifyInstance, { ctx, config }: AppDeps): void
           requestId: req.id,
         };
         const res = await handler.fetch(
-          new Request(endpoint, { method: 'POST', headers: webHeaders(req), body }),
+          new Request(`${ownOrigin}/v1/mcp`, { method: 'POST', headers: webHeaders(req), body }),
           { authInfo: { token: '', clientId: p.key.id, scopes: [], extra: { caller } } },
         );
         reply.code(res.status);
