@@ -99,10 +99,13 @@ describe('MCP clients', () => {
   });
 
   it('turns a refused route into a tool error with its code and sentence', async () => {
-    const res = await post(tp.url, ...modernRequest(org.token, 'tools/call', {
-      name: 'app_create',
-      arguments: { name: 'Not A Name' },
-    }));
+    const res = await post(
+      tp.url,
+      ...modernRequest(org.token, 'tools/call', {
+        name: 'app_create',
+        arguments: { name: 'Not A Name' },
+      }),
+    );
     expect(res.status).toBe(200);
     expect(res.json.result.isError).toBe(true);
     const answer = JSON.parse(res.json.result.content[0].text);
@@ -125,10 +128,13 @@ describe('MCP bad input', () => {
   it('answers unknown methods and tools with their JSON-RPC errors', async () => {
     const method = await post(tp.url, ...modernRequest(org.token, 'nope/nothing'));
     expect(method.json.error.code).toBe(-32601);
-    const tool = await post(tp.url, ...modernRequest(org.token, 'tools/call', {
-      name: 'no_such_tool',
-      arguments: {},
-    }));
+    const tool = await post(
+      tp.url,
+      ...modernRequest(org.token, 'tools/call', {
+        name: 'no_such_tool',
+        arguments: {},
+      }),
+    );
     expect(tool.json.error.code).toBe(-32602);
     expect(tool.json.error.message).toContain('no_such_tool');
   });
@@ -165,8 +171,10 @@ describe('MCP bad input', () => {
   });
 
   it('answers 401 with a Bearer challenge without a usable key', async () => {
-    for (const headers of [{}, { authorization: 'Bearer pier_nope' }]) {
-      const res = await post(tp.url, ...modernRequest('x', 'tools/list').slice(0, 1), headers);
+    const [body] = modernRequest('x', 'tools/list');
+    const tries: Record<string, string>[] = [{}, { authorization: 'Bearer pier_nope' }];
+    for (const headers of tries) {
+      const res = await post(tp.url, body, headers);
       expect(res.status).toBe(401);
       expect(res.json.code).toBe('unauthenticated');
       expect(res.headers.get('www-authenticate')).toMatch(/^Bearer/);
@@ -187,10 +195,13 @@ describe('MCP bad input', () => {
       token: org.token,
       body: { name: 'ro', scopes: ['read'] },
     });
-    const res = await post(tp.url, ...modernRequest(made.body.token, 'tools/call', {
-      name: 'app_create',
-      arguments: { name: 'by-reader' },
-    }));
+    const res = await post(
+      tp.url,
+      ...modernRequest(made.body.token, 'tools/call', {
+        name: 'app_create',
+        arguments: { name: 'by-reader' },
+      }),
+    );
     expect(res.status).toBe(403);
     expect(res.json.code).toBe('token-scope');
     expect((await tp.request('GET', '/v1/apps/by-reader', { token: org.token })).status).toBe(404);

@@ -26,7 +26,11 @@ export function mcpHandler(factory: McpServerFactory, maxRequestBodySize: number
   });
 
   async function legacy(request: Request, options: McpHandlerRequestOptions): Promise<Response> {
-    const server = await factory({ era: 'legacy', authInfo: options.authInfo, requestInfo: request });
+    const server = await factory({
+      era: 'legacy',
+      authInfo: options.authInfo,
+      requestInfo: request,
+    });
     const transport = new WebStandardStreamableHTTPServerTransport({
       sessionIdGenerator: undefined,
       enableJsonResponse: true,

@@ -32,13 +32,24 @@ const database = name('The database’s name.');
 const timestamp = z.string().describe('An ISO 8601 timestamp.');
 const copyLifetime = {
   expiresAt: timestamp.optional().describe('When the copy is removed (not with ttlSeconds).'),
-  ttlSeconds: z.number().int().min(60).max(2592000).optional().describe('Lifetime from now, 60–2592000 s.'),
+  ttlSeconds: z
+    .number()
+    .int()
+    .min(60)
+    .max(2592000)
+    .optional()
+    .describe('Lifetime from now, 60–2592000 s.'),
 };
 const none = z.object({});
 
 export const TOOLS: ToolRoute[] = [
   // Apps.
-  { name: 'apps_list', description: 'List the organization’s apps.', route: 'GET /v1/apps', input: none },
+  {
+    name: 'apps_list',
+    description: 'List the organization’s apps.',
+    route: 'GET /v1/apps',
+    input: none,
+  },
   {
     name: 'app_get',
     description: 'Read one app.',
