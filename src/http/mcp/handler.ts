@@ -1,6 +1,8 @@
 /**
  * The SDK's HTTP handler for both protocol eras, answering `application/json` in both.
- * The 2026-07-28 leg is `createMcpHandler` (strict, `responseMode: 'json'`); 2025-era
+ * The 2026-07-28 leg is `createMcpHandler` (strict; its default `auto` response mode
+ * answers JSON as long as no tool sends a message before its result, and pier's tools
+ * send none; `json` would say so on stderr at every start); 2025-era
  * requests (`initialize`, no `_meta` envelope) go, as `isLegacyRequest` decides, to a
  * stateless leg built like the SDK's own fallback but with `enableJsonResponse`: the
  * fallback would answer with an event stream, and spec 4.12 asks for JSON.
@@ -21,7 +23,6 @@ export interface McpHandler {
 export function mcpHandler(factory: McpServerFactory, maxRequestBodySize: number): McpHandler {
   const modern = createMcpHandler(factory, {
     legacy: 'reject',
-    responseMode: 'json',
     maxRequestBodySize,
   });
 
