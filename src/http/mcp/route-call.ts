@@ -68,15 +68,18 @@ export async function callRoute(
     headers,
     payload,
   });
+  if (res.statusCode >= 400) return routeErrorResult(res.statusCode, res.body);
   const text = res.body.length > 0 ? res.body : JSON.stringify({ status: res.statusCode });
-  if (res.statusCode >= 400) {
-    let answer: Record<string, unknown>;
-    try {
-      answer = { status: res.statusCode, ...(JSON.parse(res.body) as Record<string, unknown>) };
-    } catch {
-      answer = { status: res.statusCode, error: res.body };
-    }
-    return { isError: true, content: [{ type: 'text', text: JSON.stringify(answer) }] };
-  }
   return { content: [{ type: 'text', text }] };
+}
+
+/** A route's refusal as a tool result: `{status, code, error, issues?}`, `isError: true`. */
+export function routeErrorResult(status: number, body: string): CallToolResult {
+  let answer: Record<string, unknown>;
+  try {
+    answer = { status, ...(JSON.parse(body) as Record<string, unknown>) };
+  } catch {
+    answer = { status, error: body };
+  }
+  return { isError: true, content: [{ type: 'text', text: JSON.stringify(answer) }] };
 }

@@ -5,8 +5,10 @@
  */
 import type { FastifyInstance } from 'fastify';
 import { McpServer, type McpRequestContext } from '@modelcontextprotocol/server';
+import { z } from 'zod';
+import { callExec, type ExecInput } from './exec-call.js';
 import { callRoute, routeRequest, type Caller } from './route-call.js';
-import { TOOLS } from './tools.js';
+import { EXEC_ROUTE, TOOLS } from './tools.js';
 
 export const MCP_SERVER_INFO = { name: 'pier', version: '1' };
 
@@ -33,6 +35,20 @@ export function mcpServerFactory(app: FastifyInstance) {
         (input: Record<string, unknown>) => callRoute(app, caller, routeRequest(tool, input)),
       );
     }
+    server.registerTool(
+      'machine_exec',
+      {
+        description: `Run one command in a running machine (no terminal, stdin closed) and answer its exit code, stdout and stderr (each up to 256 KiB). (route: ${EXEC_ROUTE}, the shell session)`,
+        inputSchema: z.object({
+          id: z.string().min(1).max(64).describe('The machine’s id.'),
+          command: z.array(z.string().min(1).max(8192)).min(1).max(256).describe('The argv.'),
+          timeoutS: z.number().int().min(1).max(300).optional().describe('Default 60.'),
+        }),
+        annotations: { readOnlyHint: false, destructiveHint: true },
+        _meta: { 'dev.pier/route': EXEC_ROUTE },
+      },
+      (input: ExecInput) => callExec(app, caller, input),
+    );
     return server;
   };
 }

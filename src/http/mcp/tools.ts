@@ -23,6 +23,9 @@ export interface ToolRoute {
   bodyField?: string;
 }
 
+/** The shell-session route `machine_exec` runs as (a WebSocket: mcp/exec-call.ts). */
+export const EXEC_ROUTE = 'GET /v1/machines/:id/exec';
+
 const name = (what: string) => z.string().min(1).max(63).describe(what);
 const app = name('The app’s name.');
 const machineId = z.string().min(1).max(64).describe('The machine’s id.');
