@@ -125,6 +125,18 @@ describe('MCP bad input', () => {
     expect(text.status).toBe(415);
   });
 
+  it('refuses a JSON-RPC batch: one message per POST', async () => {
+    const call = (id: number) => ({
+      jsonrpc: '2.0',
+      id,
+      method: 'tools/call',
+      params: { name: 'apps_list', arguments: {} },
+    });
+    const res = await post(tp.url, JSON.stringify([call(1), call(2)]), auth());
+    expect(res.status).toBe(400);
+    expect(res.json.error.code).toBe(-32600);
+  });
+
   it('answers unknown methods and tools with their JSON-RPC errors', async () => {
     const method = await post(tp.url, ...modernRequest(org.token, 'nope/nothing'));
     expect(method.json.error.code).toBe(-32601);

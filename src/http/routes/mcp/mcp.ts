@@ -27,16 +27,33 @@ export function mcpChallenge(): string {
   return 'Bearer';
 }
 
-/** Whether the raw body is a `tools/call` request: only those count against the limit. */
-function isToolCall(body: string): boolean {
-  if (!body.includes('tools/call')) return false;
+/** The body parsed as JSON, or undefined when it is not (the SDK answers that itself). */
+function parsed(body: string): unknown {
   try {
-    const msg = JSON.parse(body) as { method?: unknown; id?: unknown };
-    return msg?.method === 'tools/call' && msg.id !== undefined;
+    return JSON.parse(body) as unknown;
   } catch {
-    return false;
+    return undefined;
   }
 }
+
+/** Whether the message is a `tools/call` request: only those count against the limit. */
+function isToolCall(msg: unknown): boolean {
+  const m = msg as { method?: unknown; id?: unknown } | null | undefined;
+  return m?.method === 'tools/call' && m.id !== undefined;
+}
+
+/**
+ * One message per POST (spec 4.12): the SDK's 2025 leg would run a JSON-RPC batch, which
+ * would also carry any number of tool calls past the limit.
+ */
+const BATCH_REFUSED = {
+  jsonrpc: '2.0',
+  id: null,
+  error: {
+    code: -32600,
+    message: 'Invalid Request: send one JSON-RPC message per POST; batches are not accepted.',
+  },
+};
 
 function webHeaders(req: FastifyRequest): Headers {
   const headers = new Headers();
@@ -83,7 +100,9 @@ export function mcpRoutes(root: FastifyInstance, { ctx, config }: AppDeps): void
         }
         const p = principalOf(req);
         const body = typeof req.body === 'string' ? req.body : '';
-        if (isToolCall(body)) await countMcpToolCall(ctx.db, p.orgId, ctx.clock());
+        const msg = parsed(body);
+        if (Array.isArray(msg)) return reply.code(400).send(BATCH_REFUSED);
+        if (isToolCall(msg)) await countMcpToolCall(ctx.db, p.orgId, ctx.clock());
 
         const caller: Caller = {
           authorization: req.headers.authorization!,
