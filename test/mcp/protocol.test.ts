@@ -123,6 +123,9 @@ describe('MCP bad input', () => {
     expect(bad.json.error.code).toBe(-32700);
     const text = await post(tp.url, 'hello', { ...auth(), 'content-type': 'text/plain' });
     expect(text.status).toBe(415);
+    const [body, headers] = modernRequest(org.token, 'tools/list');
+    const labelled = await post(tp.url, body, { ...headers, 'content-type': 'text/plain' });
+    expect(labelled.status).toBe(415);
   });
 
   it('refuses a JSON-RPC batch: one message per POST', async () => {

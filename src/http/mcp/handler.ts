@@ -39,7 +39,10 @@ export function mcpHandler(factory: McpServerFactory, maxRequestBodySize: number
     });
     await server.connect(transport);
     try {
-      return await transport.handleRequest(request, { authInfo: options.authInfo });
+      return await transport.handleRequest(request, {
+        authInfo: options.authInfo,
+        parsedBody: options.parsedBody,
+      });
     } finally {
       await transport.close().catch(() => {});
       await server.close().catch(() => {});
@@ -48,7 +51,7 @@ export function mcpHandler(factory: McpServerFactory, maxRequestBodySize: number
 
   return {
     fetch: async (request, options) =>
-      (await isLegacyRequest(request, undefined, { maxRequestBodySize }))
+      (await isLegacyRequest(request, options.parsedBody, { maxRequestBodySize }))
         ? legacy(request, options)
         : modern.fetch(request, options),
     close: () => modern.close(),

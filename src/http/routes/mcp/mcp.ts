@@ -111,7 +111,11 @@ export function mcpRoutes(root: FastifyInstance, { ctx, config }: AppDeps): void
         };
         const res = await handler.fetch(
           new Request(`${ownOrigin}/v1/mcp`, { method: 'POST', headers: webHeaders(req), body }),
-          { authInfo: { token: '', clientId: p.key.id, scopes: [], extra: { caller } } },
+          {
+            authInfo: { token: '', clientId: p.key.id, scopes: [], extra: { caller } },
+            // Parsed once here; a body that is not JSON is left to the SDK's parse error.
+            ...(msg === undefined ? {} : { parsedBody: msg }),
+          },
         );
         reply.code(res.status);
         res.headers.forEach((value, key) => void reply.header(key, value));
