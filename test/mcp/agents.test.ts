@@ -57,6 +57,22 @@ describe('agent tokens through MCP', () => {
     expect((await tp.request('GET', '/v1/apps/by-prod', { token: org.token })).status).toBe(404);
   });
 
+  it('lets production read data only with prodDataRead', async () => {
+    expect(
+      (await tp.request('POST', '/v1/buckets', { token: org.token, body: { name: 'mcp-data' } }))
+        .status,
+    ).toBe(201);
+    const blind = await agentToken({ class: 'production' });
+    const refused = await call(blind.token, 'bucket_objects_list', { name: 'mcp-data' });
+    expect(refused).toMatchObject({
+      isError: true,
+      answer: { status: 403, code: 'agent-token-production-data' },
+    });
+    const reader = await agentToken({ class: 'production', prodDataRead: true });
+    const listed = await call(reader.token, 'bucket_objects_list', { name: 'mcp-data' });
+    expect(listed.isError).toBe(false);
+  });
+
   it('keeps an app-limited token to its apps', async () => {
     const limited = await agentToken({ class: 'sandbox', apps: ['agent-web'] });
     const mine = await call(limited.token, 'secrets_set', {
