@@ -12,6 +12,11 @@ export interface RouteAuth {
   access: Access[];
   /** Absent: the route is unknown to the agent rules, and agent tokens are refused. */
   agent?: AgentRule;
+  /**
+   * `tool`: agent tokens are judged (and audited) not here but by the route each tool of
+   * the request runs as (`/v1/mcp`, spec 4.12: "the tool named inside the call decides").
+   */
+  agentJudgedBy?: 'tool';
   /** The app the request concerns, if any (read from params or the raw body). */
   app?: (req: FastifyRequest) => string | undefined;
   /**

@@ -1,6 +1,7 @@
 /**
  * Fixed-window counters for the entrances the spec rate-limits per caller address
- * (login, device code, sign-in) and per organization (MCP, shell starts). Kept in the
+ * (login, device code, sign-in) and per organization (shell starts; MCP tool calls are
+ * counted in PostgreSQL instead, mcp-rate-limit.ts). Kept in the
  * memory of each replica: a limit is a guard against floods, not state worth a write
  * per request, and behind a balancer each replica enforces its share.
  */

@@ -151,6 +151,13 @@ export interface CreditAccountsTable {
   created_at: CreatedAt;
 }
 
+/** Tool calls through /v1/mcp per organization and minute (services/mcp-rate-limit.ts). */
+export interface McpRateWindowsTable {
+  org_id: string;
+  window_start: Date;
+  calls: number;
+}
+
 export interface LedgerEntriesTable {
   id: string;
   org_id: string;
@@ -427,4 +434,5 @@ export interface Database {
   credit_accounts: CreditAccountsTable;
   ledger_entries: LedgerEntriesTable;
   jobs: JobsTable;
+  mcp_rate_windows: McpRateWindowsTable;
 }

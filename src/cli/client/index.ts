@@ -1,10 +1,11 @@
-/** Client commands: login, tokens, ssh-keys, apps, secrets and buckets. */
+/** Client commands: login, tokens, ssh-keys, apps, secrets, buckets, db, machines and mcp. */
 import type { Command } from 'commander';
 import { registerApps } from './apps.js';
 import { registerBuckets } from './buckets.js';
 import { registerDb } from './db.js';
 import { registerLogin } from './login.js';
 import { registerMachines } from './machines.js';
+import { registerMcp } from './mcp.js';
 import { registerSecrets } from './secrets.js';
 import { registerSshKeys } from './ssh-keys.js';
 import { registerTokens } from './tokens.js';
@@ -19,4 +20,5 @@ export function registerClientCommands(program: Command): void {
   registerBuckets(program);
   registerDb(program);
   registerMachines(program);
+  registerMcp(program);
 }

@@ -189,7 +189,7 @@ function operatorHook(deps: AuthDeps): onRequestHookHandler {
 
 function agentHook(deps: AuthDeps, rule: RouteAuth, route: string): preValidationHookHandler {
   return (req, _reply, done) => {
-    if (!req.principal?.key.agent) return done();
+    if (!req.principal?.key.agent || rule.agentJudgedBy === 'tool') return done();
     judgeAgentRequest(req, deps, rule, route).then(() => done(), done);
   };
 }

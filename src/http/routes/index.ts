@@ -20,6 +20,7 @@ import { machineRoutes } from './machines/machines.js';
 import { machineCheckpointRoutes } from './machines/checkpoints.js';
 import { machineFileRoutes } from './machines/files.js';
 import { machineExecRoutes } from './machines/exec.js';
+import { mcpRoutes } from './mcp/mcp.js';
 import { deviceRoutes } from './device/device.js';
 import { secretRoutes } from './secrets/secrets.js';
 import { sshRoutes } from './ssh/ssh.js';
@@ -52,6 +53,7 @@ export async function registerRoutes(app: FastifyInstance, deps: AppDeps): Promi
     machineCheckpointRoutes,
     machineFileRoutes,
     machineExecRoutes,
+    mcpRoutes,
   ]) {
     family(app, deps);
   }

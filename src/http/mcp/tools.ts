@@ -1,0 +1,357 @@
+/**
+ * The MCP tools, as data: each tool stands for one `/v1` route and says how its input
+ * fills that route's path, query string and body. The executor (route-call.ts) sends the
+ * call through that very route, so the route's auth row, agent judge, audit, validation
+ * and errors apply unchanged. Input schemas stay loose on purpose: the route validates,
+ * and its `bad-request` with `issues` reaches the agent as the tool's error.
+ */
+import { z } from 'zod';
+
+export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
+
+export interface ToolRoute {
+  name: string;
+  description: string;
+  /** The route as registered, e.g. `GET /v1/apps/:name` (shown to clients and in docs). */
+  route: `${HttpMethod} /v1/${string}`;
+  input: z.ZodObject;
+  /** Input fields that fill path parameters under another name (`{ name: 'database' }`). */
+  params?: Record<string, string>;
+  /** Input fields sent in the query string. */
+  query?: string[];
+  /** The one input field whose value is the whole body; otherwise the remaining fields are. */
+  bodyField?: string;
+}
+
+/** The shell-session route `machine_exec` runs as (a WebSocket: mcp/exec-call.ts). */
+export const EXEC_ROUTE = 'GET /v1/machines/:id/exec';
+
+const name = (what: string) => z.string().min(1).max(63).describe(what);
+const app = name('The app’s name.');
+const machineId = z.string().min(1).max(64).describe('The machine’s id.');
+const volumeId = z.string().min(1).max(64).describe('The volume’s id.');
+const bucket = name('The bucket’s name.');
+const database = name('The database’s name.');
+const timestamp = z.string().describe('An ISO 8601 timestamp.');
+const copyLifetime = {
+  expiresAt: timestamp.optional().describe('When the copy is removed (not with ttlSeconds).'),
+  ttlSeconds: z
+    .number()
+    .int()
+    .min(60)
+    .max(2592000)
+    .optional()
+    .describe('Lifetime from now, 60–2592000 s.'),
+};
+const none = z.object({});
+
+export const TOOLS: ToolRoute[] = [
+  // Apps.
+  {
+    name: 'apps_list',
+    description: 'List the organization’s apps.',
+    route: 'GET /v1/apps',
+    input: none,
+  },
+  {
+    name: 'app_get',
+    description: 'Read one app.',
+    route: 'GET /v1/apps/:name',
+    input: z.object({ name: app }),
+  },
+  {
+    name: 'app_create',
+    description: 'Create an app (a name unique across the platform).',
+    route: 'POST /v1/apps',
+    input: z.object({ name: app }),
+  },
+  {
+    name: 'app_delete',
+    description: 'Delete an app with its machines.',
+    route: 'DELETE /v1/apps/:name',
+    input: z.object({ name: app }),
+  },
+  {
+    name: 'app_attach',
+    description:
+      'Attach one bucket (optionally under a prefix `as`), database or volume to an app: give exactly one of bucket, database, volume.',
+    route: 'POST /v1/apps/:name/attach',
+    params: { name: 'app' },
+    input: z.object({
+      app,
+      bucket: bucket.optional(),
+      as: z.string().optional().describe('Bucket prefix the app sees (buckets only).'),
+      database: database.optional(),
+      volume: name('The volume’s name.').optional(),
+    }),
+  },
+  {
+    name: 'app_detach',
+    description: 'Detach one bucket, database or volume from an app: give exactly one of them.',
+    route: 'POST /v1/apps/:name/detach',
+    params: { name: 'app' },
+    input: z.object({
+      app,
+      bucket: bucket.optional(),
+      database: database.optional(),
+      volume: name('The volume’s name.').optional(),
+    }),
+  },
+  // Machines.
+  {
+    name: 'machines_list',
+    description: 'List the machines of an app.',
+    route: 'GET /v1/apps/:name/machines',
+    input: z.object({ name: app }),
+  },
+  {
+    name: 'machine_get',
+    description: 'Read one machine.',
+    route: 'GET /v1/machines/:id',
+    input: z.object({ id: machineId }),
+  },
+  {
+    name: 'machine_create',
+    description:
+      'Create a machine in an app from a machine config (image, vcpus, memoryMb, env, command, …); waits until it runs unless wait is false.',
+    route: 'POST /v1/apps/:name/machines',
+    query: ['wait'],
+    bodyField: 'config',
+    input: z.object({
+      name: app,
+      wait: z.boolean().optional().describe('false: answer as soon as the machine exists.'),
+      config: z.record(z.string(), z.unknown()).describe('The machine config (spec 2.12).'),
+    }),
+  },
+  {
+    name: 'machine_action',
+    description: 'Start, stop, suspend or destroy a machine.',
+    route: 'POST /v1/machines/:id/:action',
+    input: z.object({ id: machineId, action: z.enum(['start', 'stop', 'suspend', 'destroy']) }),
+  },
+  {
+    name: 'app_logs',
+    description:
+      'Console output of an app’s machines; pass the returned cursor to read on from there.',
+    route: 'GET /v1/apps/:name/logs',
+    query: ['cursor', 'limit', 'machine'],
+    input: z.object({
+      name: app,
+      cursor: z.string().optional(),
+      limit: z.number().int().min(1).max(1000).optional(),
+      machine: machineId.optional().describe('Only this machine’s output.'),
+    }),
+  },
+  // Databases.
+  {
+    name: 'databases_list',
+    description: 'List the organization’s databases (never their URLs).',
+    route: 'GET /v1/resources',
+    input: none,
+  },
+  {
+    name: 'database_get',
+    description: 'Read one database.',
+    route: 'GET /v1/resources/:name',
+    input: z.object({ name: database }),
+  },
+  {
+    name: 'database_create',
+    description: 'Create a database (kind postgres or redis); the answer carries its URL once.',
+    route: 'POST /v1/resources',
+    input: z.object({
+      name: database,
+      kind: z.enum(['postgres', 'redis']),
+      memoryMb: z.number().int().min(128).max(16384).optional(),
+      sizeGb: z.number().int().min(1).max(500).optional(),
+      persistent: z.boolean().optional(),
+    }),
+  },
+  {
+    name: 'database_delete',
+    description: 'Delete a database, its machine and volume; irreversible.',
+    route: 'DELETE /v1/resources/:name',
+    input: z.object({ name: database }),
+  },
+  {
+    name: 'database_branch',
+    description: 'Copy-on-write branch of a database as it is now (202: it is being made).',
+    route: 'POST /v1/resources/:name/branch',
+    params: { name: 'database' },
+    input: z.object({
+      database,
+      name: name('The branch’s name.'),
+      ephemeral: z.boolean().optional(),
+      ...copyLifetime,
+    }),
+  },
+  {
+    name: 'database_fork',
+    description: 'Full copy of a database from its archive, optionally as of a past moment.',
+    route: 'POST /v1/resources/:name/fork',
+    params: { name: 'database' },
+    input: z.object({
+      database,
+      name: name('The fork’s name.'),
+      asOf: timestamp.optional(),
+      ...copyLifetime,
+    }),
+  },
+  {
+    name: 'database_restore',
+    description:
+      'Restore a database in place to a past moment; its state before is kept as a branch.',
+    route: 'POST /v1/resources/:name/restore',
+    params: { name: 'database' },
+    input: z.object({
+      database,
+      asOf: timestamp,
+      preserveUnderName: name('Name of the branch that keeps the state before.').optional(),
+    }),
+  },
+  // Volumes.
+  { name: 'volumes_list', description: 'List volumes.', route: 'GET /v1/volumes', input: none },
+  {
+    name: 'volume_create',
+    description: 'Create a volume.',
+    route: 'POST /v1/volumes',
+    input: z.object({
+      name: name('The volume’s name.'),
+      sizeGb: z.number().int().min(1).max(500).optional(),
+      mountPath: z.string().optional(),
+      class: z.enum(['standard', 'durable']).optional(),
+    }),
+  },
+  {
+    name: 'volume_update',
+    description: 'Grow a volume or change its flush interval.',
+    route: 'PATCH /v1/volumes/:id',
+    input: z.object({
+      id: volumeId,
+      sizeGb: z.number().int().min(1).max(500).optional(),
+      flushIntervalS: z.number().int().min(15).max(86400).optional(),
+    }),
+  },
+  {
+    name: 'volume_delete',
+    description: 'Delete a volume that is not attached.',
+    route: 'DELETE /v1/volumes/:id',
+    input: z.object({ id: volumeId }),
+  },
+  {
+    name: 'volume_detach',
+    description: 'Detach a volume from its app.',
+    route: 'DELETE /v1/volumes/:id/attachment',
+    input: z.object({ id: volumeId }),
+  },
+  // Buckets.
+  { name: 'buckets_list', description: 'List buckets.', route: 'GET /v1/buckets', input: none },
+  {
+    name: 'bucket_get',
+    description: 'Read one bucket.',
+    route: 'GET /v1/buckets/:name',
+    input: z.object({ name: bucket }),
+  },
+  {
+    name: 'bucket_create',
+    description: 'Create a bucket.',
+    route: 'POST /v1/buckets',
+    input: z.object({ name: bucket }),
+  },
+  {
+    name: 'bucket_delete',
+    description: 'Delete a bucket; force deletes its objects too.',
+    route: 'DELETE /v1/buckets/:name',
+    query: ['force'],
+    input: z.object({ name: bucket, force: z.boolean().optional() }),
+  },
+  {
+    name: 'bucket_objects_list',
+    description: 'List a bucket’s objects, a page at a time (pass nextCursor as cursor).',
+    route: 'GET /v1/buckets/:name/objects',
+    query: ['prefix', 'limit', 'cursor'],
+    input: z.object({
+      name: bucket,
+      prefix: z.string().optional(),
+      limit: z.number().int().min(1).max(1000).optional(),
+      cursor: z.string().optional(),
+    }),
+  },
+  {
+    name: 'bucket_object_delete',
+    description: 'Delete one object of a bucket.',
+    route: 'DELETE /v1/buckets/:name/objects',
+    query: ['key'],
+    input: z.object({ name: bucket, key: z.string().min(1).max(1024) }),
+  },
+  {
+    name: 'bucket_presign',
+    description: 'A presigned URL to get or put one object.',
+    route: 'POST /v1/buckets/:name/presign',
+    input: z.object({
+      name: bucket,
+      key: z.string().min(1).max(1024),
+      op: z.enum(['get', 'put']).optional(),
+      expiresInS: z.number().int().min(1).max(604800).optional(),
+      contentType: z.string().optional().describe('put only; part of the signature.'),
+    }),
+  },
+  // Secrets.
+  {
+    name: 'secrets_list',
+    description: 'List an app’s secrets: names and metadata, never values.',
+    route: 'GET /v1/apps/:name/secrets',
+    params: { name: 'app' },
+    input: z.object({ app }),
+  },
+  {
+    name: 'secrets_set',
+    description:
+      'Set secret values of an app; staged (default) applies them at the next deploy, false rolls the app now.',
+    route: 'PUT /v1/apps/:name/secrets',
+    params: { name: 'app' },
+    input: z.object({
+      app,
+      secrets: z.record(z.string(), z.string()).describe('Names to values.'),
+      staged: z.boolean().optional(),
+    }),
+  },
+  {
+    name: 'secret_delete',
+    description: 'Delete one secret of an app.',
+    route: 'DELETE /v1/apps/:name/secrets/:key',
+    params: { name: 'app' },
+    input: z.object({ app, key: z.string().min(1).max(255) }),
+  },
+  // Billing, usage, audit.
+  {
+    name: 'billing_credits',
+    description: 'The credit account: balance and auto-recharge.',
+    route: 'GET /v1/billing/credits',
+    input: none,
+  },
+  {
+    name: 'billing_ledger',
+    description: 'The latest ledger entries.',
+    route: 'GET /v1/billing/ledger',
+    query: ['limit'],
+    input: z.object({ limit: z.number().int().min(1).max(500).optional() }),
+  },
+  {
+    name: 'usage_get',
+    description: 'Metered usage between two moments.',
+    route: 'GET /v1/usage',
+    query: ['from', 'to'],
+    input: z.object({ from: timestamp.optional(), to: timestamp.optional() }),
+  },
+  {
+    name: 'agent_actions_list',
+    description: 'The audit of agent-token actions, newest first.',
+    route: 'GET /v1/agent-actions',
+    query: ['limit', 'token'],
+    input: z.object({
+      limit: z.number().int().min(1).max(1000).optional(),
+      token: z.string().optional().describe('Only this key’s actions (its id).'),
+    }),
+  },
+];
