@@ -59,9 +59,10 @@ async function build(): Promise<string> {
     }
   };
   await walk(src);
-  await cp(path.join(src, 'store/migrations'), path.join(out, 'store/migrations'), {
-    recursive: true,
-  });
+  // What tsc does not compile, as scripts/copy-assets.js copies it for `npm run build`.
+  for (const dir of ['store/migrations', 'console/static']) {
+    await cp(path.join(src, dir), path.join(out, dir), { recursive: true });
+  }
   await writeFile(path.join(root, 'package.json'), '{"type":"module"}\n');
   await symlink(path.join(repo, 'node_modules'), path.join(root, 'node_modules'));
   return path.join(out, 'cli/entry.js');
