@@ -53,7 +53,10 @@ function importsOf(text: string): string[] {
   return [...found];
 }
 
-/** Routes that answer no JSON body: 204s, raw bytes, a WebSocket, PEM, or only errors. */
+/**
+ * Routes that answer no JSON body of pier's own: 204s, raw bytes, a WebSocket, PEM, only
+ * errors, or JSON-RPC (the MCP endpoint, whose messages are the protocol's, not pier's).
+ */
 const NO_JSON_ANSWER = new Set([
   'DELETE /v1/tokens/:id',
   'DELETE /v1/ssh-keys/:id',
@@ -70,6 +73,8 @@ const NO_JSON_ANSWER = new Set([
   'GET /v1/machines/:id/files',
   'GET /v1/machines/:id/exec',
   'GET /v1/resources/:name/tunnel',
+  'POST /v1/mcp',
+  'GET,PUT,PATCH,DELETE /v1/mcp',
   'GET /admin/v1/ca',
 ]);
 

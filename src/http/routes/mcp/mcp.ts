@@ -65,8 +65,11 @@ function webHeaders(req: FastifyRequest): Headers {
 }
 
 export function mcpRoutes(root: FastifyInstance, { ctx, config }: AppDeps): void {
-  const handler = mcpHandler(mcpServerFactory(root), config.bodyLimitBytes);
-  root.addHook('onClose', async () => handler.close());
+  // Made on the first call: registering the routes reads nothing of the configuration
+  // (the contracts test registers them without one).
+  let handler: ReturnType<typeof mcpHandler> | undefined;
+  const handlerOf = () => (handler ??= mcpHandler(mcpServerFactory(root), config.bodyLimitBytes));
+  root.addHook('onClose', async () => handler?.close());
 
   const challenge = async (_req: FastifyRequest, reply: FastifyReply, payload: unknown) => {
     if (reply.statusCode === 401) reply.header('www-authenticate', mcpChallenge());
@@ -109,7 +112,7 @@ export function mcpRoutes(root: FastifyInstance, { ctx, config }: AppDeps): void
           orgHeader: req.headers['x-platform-org'] as string | undefined,
           requestId: req.id,
         };
-        const res = await handler.fetch(
+        const res = await handlerOf().fetch(
           new Request(`${ownOrigin}/v1/mcp`, { method: 'POST', headers: webHeaders(req), body }),
           {
             authInfo: { token: '', clientId: p.key.id, scopes: [], extra: { caller } },
