@@ -1,7 +1,6 @@
 /**
  * Every family of console pages, in navigation order. To add a family: write
- * `pages/<family>.ts` exporting a `PageFamily`, and put it here (replacing its
- * `comingFamily` placeholder if it has one). See ../README.md.
+ * `pages/<family>.ts` exporting a `PageFamily`, and put it here. See ../README.md.
  */
 import { appsFamily } from './apps.js';
 import { auditFamily } from './audit.js';
