@@ -23,6 +23,8 @@ const FLAGS = [
   '--disable-sync',
 ];
 
+const STEP_TIMEOUT_MS = 10_000;
+
 export interface TestBrowser {
   context: BrowserContext;
   /** A new tab; messages the page logs to its console are kept for failures. */
@@ -40,6 +42,9 @@ export async function launchBrowser(): Promise<TestBrowser> {
       args: FLAGS,
       viewport: { width: 1280, height: 800 },
     });
+    // A step that hangs fails on its own, naming itself, well inside the test's timeout.
+    context.setDefaultTimeout(STEP_TIMEOUT_MS);
+    context.setDefaultNavigationTimeout(STEP_TIMEOUT_MS);
   } catch (err) {
     await rm(profile, { recursive: true, force: true });
     throw err;
@@ -64,7 +69,19 @@ export async function signIn(page: Page, base: string, email: string, password =
 export async function fillSignIn(page: Page, email: string, password = PASSWORD) {
   await page.fill('input[name=email]', email);
   await page.fill('input[name=password]', password);
-  await Promise.all([page.waitForLoadState('load'), page.click('button[type=submit]')]);
+  await submitAndLoad(page, 'button[type=submit]');
+}
+
+/**
+ * Clicks a button that posts a form and waits for the page the post leads to. Waiting
+ * for 'load' alone races: the page being left is already loaded, so the wait could end
+ * before the browser has even sent the form.
+ */
+export async function submitAndLoad(page: Page, selector: string): Promise<void> {
+  const navigated = page.waitForEvent('framenavigated', (frame) => frame === page.mainFrame());
+  await page.click(selector);
+  await navigated;
+  await page.waitForLoadState('load');
 }
 
 export async function screenshot(page: Page, name: string): Promise<void> {

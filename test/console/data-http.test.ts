@@ -327,8 +327,12 @@ describe('databases', () => {
     expect(copies.text).toContain(`datetime="${fork.expiresAt}"`);
     await settled(tp, org, 'console-pg-fork');
 
+    // A whole second (the picker's precision) after the database was ready, so the
+    // archive surely reaches it however fast the steps above ran; then let it pass.
+    const moment = Math.ceil(Date.now() / 1000) * 1000;
+    await new Promise((resolve) => setTimeout(resolve, moment + 1000 - Date.now()));
     const restored = await post('/console/databases/console-pg/restore', {
-      asOf: new Date(Date.now() - 2000).toISOString().slice(0, 19),
+      asOf: new Date(moment).toISOString().slice(0, 19),
       tzOffset: '0',
       preserveUnderName: 'console-pg-before',
     });

@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { busyboxLayer, DEFAULT_APPLETS } from '../../src/runtime/images/build.test-helper.js';
 import { canRunMachines, startMachineBed, type MachineBed } from '../machines/bed.js';
-import { launchBrowser, screenshot, signIn, type TestBrowser } from './browser.js';
+import { launchBrowser, screenshot, signIn, submitAndLoad, type TestBrowser } from './browser.js';
 import { addPerson, ConsoleVisitor } from './console-client.js';
 
 let bed: MachineBed;
@@ -54,7 +54,7 @@ describe.skipIf(!canRunMachines)('apps and machines in the browser', () => {
     ]);
 
     await page.fill('form.run-machine input[name=image]', image);
-    await Promise.all([page.waitForLoadState('load'), page.click('form.run-machine button')]);
+    await submitAndLoad(page, 'form.run-machine button');
     // The table refreshes itself (htmx) until the machine runs.
     await page.waitForSelector('#machines td.state-running', { timeout: 60_000 });
     machineId = (await page.getAttribute('#machines tr[data-machine]', 'data-machine'))!;
@@ -121,10 +121,7 @@ describe.skipIf(!canRunMachines)('apps and machines in the browser', () => {
     await page.goto(`${bed.tp.url}/console/machines/${machineId}`);
     await screenshot(page, 'machine');
     const press = async (action: string) => {
-      await Promise.all([
-        page.waitForLoadState('load'),
-        page.click(`button[data-action=${action}]`),
-      ]);
+      await submitAndLoad(page, `button[data-action=${action}]`);
       return (await bed.req('GET', `/v1/machines/${machineId}`)).body;
     };
     expect((await press('stop')).desiredState).toBe('stopped');
