@@ -4,10 +4,12 @@
  */
 import { execFileSync } from 'node:child_process';
 import net from 'node:net';
+import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { btrfsSkipReason } from '../../src/storage/pool/btrfs-env.test-helper.js';
 import { startTestPlatform, type TestPlatform } from '../helpers/platform.js';
-import { createDatabase, platformCa, poolVolumes, query } from './helpers.js';
+import { POOL_RESERVE_BYTES } from '../../src/services/databases/create.js';
+import { createDatabase, platformCa, poolVolumes, query, storagePool } from './helpers.js';
 
 const started: TestPlatform[] = [];
 afterAll(async () => {
@@ -53,6 +55,15 @@ describe('no capacity', () => {
     // btrfs counts space at its transaction commit (every 30 s, or a sync): on a loaded
     // host the pool could still report room here without it.
     execFileSync('sync');
+    // On a pool this small, btrfs can refuse the server's writes (its reservations run
+    // out) while statfs still shows a few hundred MB free: ballast makes "full" certain.
+    const pool = await storagePool(tp);
+    const { freeBytes } = await pool.usage();
+    const room = freeBytes - POOL_RESERVE_BYTES / 2;
+    if (room > 0) {
+      execFileSync('fallocate', ['-l', String(room), path.join(pool.root, '.ballast')]);
+      execFileSync('sync');
+    }
     const before = await poolVolumes(tp);
     const res = await tp.request('POST', '/v1/resources', {
       token: org.token,
