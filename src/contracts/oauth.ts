@@ -157,3 +157,44 @@ export const grantRecordSchema = z.object({
 export type GrantRecord = z.infer<typeof grantRecordSchema>;
 
 export const grantIdParams = z.strictObject({ id: z.string().min(1).max(120) });
+
+export const grantListSchema = z.array(grantRecordSchema);
+
+/** `GET /.well-known/oauth-authorization-server` (RFC 8414). */
+export const authorizationServerMetadataSchema = z.object({
+  issuer: z.string(),
+  authorization_endpoint: z.string(),
+  token_endpoint: z.string(),
+  registration_endpoint: z.string(),
+  scopes_supported: z.array(z.string()),
+  response_types_supported: z.array(z.string()),
+  response_modes_supported: z.array(z.string()),
+  grant_types_supported: z.array(z.string()),
+  code_challenge_methods_supported: z.array(z.string()),
+  token_endpoint_auth_methods_supported: z.array(z.string()),
+  authorization_response_iss_parameter_supported: z.boolean(),
+  client_id_metadata_document_supported: z.boolean(),
+  service_documentation: z.string(),
+});
+
+/** `GET /.well-known/oauth-protected-resource/v1/mcp` (RFC 9728). */
+export const protectedResourceMetadataSchema = z.object({
+  resource: z.string(),
+  resource_name: z.string(),
+  authorization_servers: z.array(z.string()),
+  scopes_supported: z.array(z.string()),
+  bearer_methods_supported: z.array(z.string()),
+});
+
+/**
+ * The token endpoint's answer (RFC 6749 5.1). Errors are OAuth's own
+ * `{error, error_description}` (5.2), not pier's.
+ */
+export const tokenAnswerSchema = z.object({
+  access_token: z.string(),
+  token_type: z.literal('Bearer'),
+  expires_in: z.number(),
+  scope: z.string(),
+  refresh_token: z.string().optional(),
+});
+export const oauthErrorSchema = z.object({ error: z.string(), error_description: z.string() });

@@ -12,12 +12,12 @@ import type { Tx } from '../store/db.js';
 import { announceRevoked, type IssuedTokens, issueTokens, revokeGrantIn } from './grants.js';
 import { mcpResourceOf } from './urls.js';
 
+/** An OAuth error of the token endpoint (RFC 6749 5.2): always answered 400. */
 export class OAuthError extends Error {
   constructor(
     readonly error:
       'invalid_request' | 'invalid_grant' | 'unsupported_grant_type' | 'invalid_target',
     readonly description: string,
-    readonly status = 400,
   ) {
     super(description);
   }

@@ -3,23 +3,21 @@
  * consent page calls with the person's key, and the grants a person gave, listed and
  * revocable (pier's routes; docs/api.md).
  */
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
-import { z } from 'zod';
 import {
   consentDecideBody,
   consentDecidedSchema,
   consentLookupBody,
   consentLookupSchema,
   grantIdParams,
-  grantRecordSchema,
+  grantListSchema,
 } from '../../../contracts/oauth.js';
 import { decideConsent, type Decider, lookupConsent } from '../../../oauth/consent.js';
 import { listGrants, revokeGrant } from '../../../oauth/grants.js';
 import type { AppDeps } from '../../deps.js';
 import { principalOf } from '../../plugins/auth.js';
 import { auth } from '../../route-auth.js';
-import type { FastifyRequest } from 'fastify';
 
 /** The person deciding: under delegation the key's person does not belong to the org. */
 function deciderOf(req: FastifyRequest): Decider {
@@ -57,7 +55,7 @@ export function oauthConsentRoutes(root: FastifyInstance, { ctx }: AppDeps): voi
     schema: {
       tags: ['oauth'],
       summary: 'The grants in force that people of the organization gave OAuth clients',
-      response: { 200: z.array(grantRecordSchema) },
+      response: { 200: grantListSchema },
     },
     handler: async (req) => listGrants(ctx, principalOf(req).orgId),
   });

@@ -5,7 +5,11 @@
  * from there to the first.
  */
 import type { FastifyInstance } from 'fastify';
-import { OAUTH_SCOPES } from '../../../contracts/oauth.js';
+import {
+  authorizationServerMetadataSchema,
+  OAUTH_SCOPES,
+  protectedResourceMetadataSchema,
+} from '../../../contracts/oauth.js';
 import { issuerOf, mcpResourceOf } from '../../../oauth/urls.js';
 import type { AppDeps } from '../../deps.js';
 
@@ -14,7 +18,12 @@ export function oauthDiscoveryRoutes(app: FastifyInstance, { config }: AppDeps):
     '/.well-known/oauth-authorization-server',
     {
       config: { auth: 'public' },
-      schema: { tags: ['oauth'], summary: 'Authorization server metadata (RFC 8414)' },
+      schema: {
+        tags: ['oauth'],
+        summary: 'Authorization server metadata (RFC 8414)',
+        security: [],
+        response: { 200: authorizationServerMetadataSchema },
+      },
     },
     async (_req, reply) => {
       // Read per request: a listener on port 0 learns its public URL after the app is built.
@@ -42,7 +51,12 @@ export function oauthDiscoveryRoutes(app: FastifyInstance, { config }: AppDeps):
     '/.well-known/oauth-protected-resource/v1/mcp',
     {
       config: { auth: 'public' },
-      schema: { tags: ['oauth'], summary: 'The MCP endpoint as a protected resource (RFC 9728)' },
+      schema: {
+        tags: ['oauth'],
+        summary: 'The MCP endpoint as a protected resource (RFC 9728)',
+        security: [],
+        response: { 200: protectedResourceMetadataSchema },
+      },
     },
     async (_req, reply) => {
       const base = config.publicUrl;

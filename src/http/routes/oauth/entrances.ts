@@ -5,7 +5,12 @@
  */
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
-import { registerClientBody, registeredClientSchema } from '../../../contracts/oauth.js';
+import {
+  oauthErrorSchema,
+  registerClientBody,
+  registeredClientSchema,
+  tokenAnswerSchema,
+} from '../../../contracts/oauth.js';
 import { OutboundGuard } from '../../../host/outbound-guard.js';
 import { authorize, type AuthorizeQuery } from '../../../oauth/authorize.js';
 import { ClientDocuments } from '../../../oauth/client-metadata.js';
@@ -127,6 +132,7 @@ export function oauthEntranceRoutes(root: FastifyInstance, { ctx, config }: AppD
             '(and resource); or grant_type=refresh_token with refresh_token and client_id. ' +
             'Errors: 400 with OAuth’s {error, error_description}.',
           security: [],
+          response: { 200: tokenAnswerSchema, 400: oauthErrorSchema },
         },
       },
       async (req, reply) => {
@@ -136,7 +142,7 @@ export function oauthEntranceRoutes(root: FastifyInstance, { ctx, config }: AppD
           const form = formOf(req.headers['content-type'], req.body);
           return reply.send(await tokenRequest(ctx, form));
         } catch (err) {
-          if (err instanceof OAuthError) return reply.code(err.status).send(err.toBody());
+          if (err instanceof OAuthError) return reply.code(400).send(err.toBody());
           throw err;
         }
       },
