@@ -11,6 +11,7 @@ import {
   registeredClientSchema,
   tokenAnswerSchema,
 } from '../../../contracts/oauth.js';
+import { badRequest, type ValidationIssue } from '../../../errors/api-error.js';
 import { OutboundGuard } from '../../../host/outbound-guard.js';
 import { authorize, type AuthorizeQuery } from '../../../oauth/authorize.js';
 import { ClientDocuments } from '../../../oauth/client-metadata.js';
@@ -19,15 +20,15 @@ import { countEntranceHit, OAUTH_LIMITS } from '../../../oauth/rate-windows.js';
 import { OAuthError, tokenRequest } from '../../../oauth/token.js';
 import type { AppDeps } from '../../deps.js';
 
-/** The query as single strings; a parameter sent twice is refused (RFC 6749 3.1). */
-function singleValued(query: unknown): AuthorizeQuery | OAuthError {
+/** The query as single strings; every parameter sent twice is named (RFC 6749 3.1). */
+function singleValued(query: unknown): AuthorizeQuery {
   const out: AuthorizeQuery = {};
+  const issues: ValidationIssue[] = [];
   for (const [k, v] of Object.entries((query ?? {}) as Record<string, unknown>)) {
-    if (typeof v !== 'string') {
-      return new OAuthError('invalid_request', `The parameter ${k} is given more than once.`);
-    }
-    out[k] = v;
+    if (typeof v === 'string') out[k] = v;
+    else issues.push({ path: k, message: 'is given more than once' });
   }
+  if (issues.length) throw badRequest(issues);
   return out;
 }
 
@@ -102,13 +103,11 @@ export function oauthEntranceRoutes(root: FastifyInstance, { ctx, config }: AppD
         OAUTH_LIMITS.authorize,
         ctx.clock(),
       );
-      const query = singleValued(req.query);
-      if (query instanceof OAuthError) return noStore(reply).code(400).send(query.toBody());
       const to = await authorize(
         ctx.db,
         documentsOf(),
         config.publicUrl,
-        query,
+        singleValued(req.query),
         req.ip,
         ctx.clock(),
       );
