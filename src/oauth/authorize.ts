@@ -81,6 +81,12 @@ export async function authorize(
   }
   if ((q.state?.length ?? 0) > 1000) return back('invalid_request', 'state is too long');
 
+  // Requests a day past their end are of no use, not even to catch a reused code (a code
+  // lives 60 s): each new login sweeps them, and the table stays small.
+  await db
+    .deleteFrom('oauth_requests')
+    .where('expires_at', '<', new Date(now.getTime() - 86_400_000))
+    .execute();
   const id = newId('consent');
   await db
     .insertInto('oauth_requests')
