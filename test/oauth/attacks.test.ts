@@ -354,20 +354,45 @@ describe('registration', () => {
     ]);
   });
 
-  it('limits registrations per address across replicas (429 with Retry-After)', async () => {
-    // Another replica's hits: the current and the next window are full.
+  it('limits each entrance per address across replicas (429 with Retry-After)', async () => {
+    const entrances: [string, number, () => Promise<Response>][] = [
+      [
+        'register',
+        20,
+        () =>
+          fetch(`${tp.url}/v1/oauth/register`, {
+            method: 'POST',
+            headers: { 'content-type': 'application/json' },
+            body: JSON.stringify({ redirect_uris: [REDIRECT] }),
+          }),
+      ],
+      ['authorize', 30, () => fetch(`${tp.url}/v1/oauth/authorize`, { redirect: 'manual' })],
+      [
+        'token',
+        120,
+        () =>
+          fetch(`${tp.url}/v1/oauth/token`, {
+            method: 'POST',
+            headers: { 'content-type': 'application/x-www-form-urlencoded' },
+            body: 'grant_type=refresh_token',
+          }),
+      ],
+    ];
+    // Another replica's hits: the current and the next window are full (a minute may turn
+    // while the test runs).
     const minute = Math.floor(Date.now() / 60_000) * 60_000;
-    for (const start of [minute, minute + 60_000]) {
-      await tp.platform.ctx.db
-        .insertInto('entrance_rate_windows')
-        .values({ bucket: 'oauth-register:127.0.0.1', window_start: new Date(start), hits: 20 })
-        .onConflict((oc) => oc.columns(['bucket', 'window_start']).doUpdateSet({ hits: 20 }))
-        .execute();
+    for (const [name, limit, hit] of entrances) {
+      for (const start of [minute, minute + 60_000]) {
+        await tp.platform.ctx.db
+          .insertInto('entrance_rate_windows')
+          .values({ bucket: `oauth-${name}:127.0.0.1`, window_start: new Date(start), hits: limit })
+          .onConflict((oc) => oc.columns(['bucket', 'window_start']).doUpdateSet({ hits: limit }))
+          .execute();
+      }
+      const res = await hit();
+      expect(res.status, name).toBe(429);
+      expect(((await res.json()) as { code: string }).code).toBe('rate-limited');
+      expect(Number(res.headers.get('retry-after'))).toBeGreaterThan(0);
     }
-    const res = await tp.request('POST', '/v1/oauth/register', {
-      body: { redirect_uris: [REDIRECT] },
-    });
-    expect([res.status, res.body.code]).toEqual([429, 'rate-limited']);
-    expect(Number(res.headers.get('retry-after'))).toBeGreaterThan(0);
   });
 });
