@@ -33,6 +33,17 @@ export interface IssuedTokens {
  * tokens it issues commit together.
  */
 export async function issueTokens(tx: Tx, grant: GrantRow, now: Date): Promise<IssuedTokens> {
+  // The grant's access tokens that have run out are marked revoked: they can do nothing
+  // more, and a client refreshing hourly for a month would otherwise fill the key list.
+  await tx
+    .updateTable('api_keys')
+    .set({ revoked_at: now })
+    .where('revoked_at', 'is', null)
+    .where('expires_at', '<=', now)
+    .where('id', 'in', (s) =>
+      s.selectFrom('oauth_grant_keys').select('key_id').where('grant_id', '=', grant.id),
+    )
+    .execute();
   const until = Math.min(now.getTime() + ACCESS_TOKEN_TTL_S * 1000, grant.expires_at.getTime());
   const expiresAt = new Date(until);
   const key = await mintKey(

@@ -252,6 +252,38 @@ describe('token endpoint', () => {
     }
   });
 
+  it('lets an access token run out after an hour; a refresh brings the next', async () => {
+    const tokens = await fullLogin(tp, as, client, REDIRECT, key, {
+      agentClass: 'sandbox',
+      apps: ['att-db'],
+    });
+    const oauthKeys = async () =>
+      (await tp.request('GET', '/v1/tokens', { token: org.token })).body.filter(
+        (k: { name: string; agent?: { apps?: string[] } }) =>
+          k.name.startsWith('OAuth:') && k.agent?.apps?.[0] === 'att-db',
+      );
+    expect(await oauthKeys()).toHaveLength(1);
+    offsetMs = 61 * 60_000;
+    try {
+      const late = await tp.request('GET', '/v1/apps/att-db', { token: tokens.access_token });
+      expect(late.status).toBe(401);
+      const next = await tokenPost(tp.url, {
+        grant_type: 'refresh_token',
+        refresh_token: tokens.refresh_token!,
+        client_id: client.client_id,
+      });
+      expect(next.status).toBe(200);
+      const fresh = await tp.request('GET', '/v1/apps/att-db', {
+        token: next.body.access_token,
+      });
+      expect(fresh.status).toBe(200);
+      // The spent access token leaves the key list: an hourly refresh does not fill it.
+      expect(await oauthKeys()).toHaveLength(1);
+    } finally {
+      offsetMs = 0;
+    }
+  });
+
   it('answers malformed requests in OAuth’s shape', async () => {
     expect((await tokenPost(tp.url, { grant_type: 'password' })).body.error).toBe(
       'unsupported_grant_type',
