@@ -16,7 +16,7 @@ import { ApiError, notFound } from '../errors/api-error.js';
 import type { ServiceContext } from '../services/context.js';
 import type { Executor } from '../store/db.js';
 import { withParams } from './authorize.js';
-import { CODE_TTL_S, issuerOf } from './urls.js';
+import { ACCESS_TOKEN_TTL_S, CODE_TTL_S, issuerOf } from './urls.js';
 
 const CODE_KIND = 'pierc';
 
@@ -110,7 +110,10 @@ export async function decideConsent(
     const agent: KeyAgent = { class: body.agentClass };
     if (body.apps) agent.apps = body.apps;
     if (body.agentClass === 'production') agent.prodDataRead = body.prodDataRead ?? false;
-    const days = body.expiresInDays ?? GRANT_DAYS.default;
+    // Without offline_access there is no refresh: the grant ends with its one access token.
+    const lifetimeMs = row.scopes.includes('offline_access')
+      ? (body.expiresInDays ?? GRANT_DAYS.default) * 86_400_000
+      : (CODE_TTL_S + ACCESS_TOKEN_TTL_S) * 1000;
     const grantId = newId('grant');
     await tx
       .insertInto('oauth_grants')
@@ -125,7 +128,7 @@ export async function decideConsent(
         scopes: row.scopes,
         agent: JSON.stringify(agent),
         created_at: now,
-        expires_at: new Date(now.getTime() + days * 86_400_000),
+        expires_at: new Date(now.getTime() + lifetimeMs),
       })
       .execute();
     const code = mintSecret(CODE_KIND);

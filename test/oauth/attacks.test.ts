@@ -284,6 +284,24 @@ describe('token endpoint', () => {
     }
   });
 
+  it('gives no refresh token without offline_access; the grant ends with its access token', async () => {
+    const login = await startLogin(as, client, REDIRECT, { scope: 'mcp' });
+    const requestId = await requestIdOf(login.authorizeUrl);
+    const back = await decide(tp, key, { requestId, approve: true, expiresInDays: 90 });
+    const res = await tokenPost(tp.url, {
+      grant_type: 'authorization_code',
+      code: back.searchParams.get('code')!,
+      code_verifier: login.verifier,
+      client_id: client.client_id,
+      redirect_uri: REDIRECT,
+    });
+    expect(res.body).toMatchObject({ scope: 'mcp', expires_in: 3600 });
+    expect(res.body.refresh_token).toBeUndefined();
+    const grants = await tp.request('GET', '/v1/oauth/grants', { token: key });
+    const grant = grants.body.find((g: { scopes: string[] }) => g.scopes.join(' ') === 'mcp');
+    expect(Date.parse(grant.expiresAt) - Date.now()).toBeLessThan(3700_000);
+  });
+
   it('answers malformed requests in OAuth’s shape', async () => {
     expect((await tokenPost(tp.url, { grant_type: 'password' })).body.error).toBe(
       'unsupported_grant_type',

@@ -45,6 +45,25 @@ function clientFacts(ask: ConsentLookup): Html {
   </dl>`;
 }
 
+/** How long: only a client that may refresh (offline_access) outlives its first hour. */
+function lifetimeField(ask: ConsentLookup): Html {
+  const days = ask.choices.expiresInDays;
+  if (!ask.scopes.includes('offline_access')) {
+    return html`<p class="muted">
+      The client did not ask to stay connected: its access ends after an hour.
+    </p>`;
+  }
+  return html`<label
+    >For how many days (${days.min}–${days.max})
+    <input
+      name="expiresInDays"
+      type="number"
+      min="${days.min}"
+      max="${days.max}"
+      value="${days.default}"
+  /></label>`;
+}
+
 function choiceForm(c: PageContext, ask: ConsentLookup): Html {
   const ch = ask.choices;
   return html`<form method="post" action="/console/oauth/consent" class="stack consent">
@@ -80,15 +99,7 @@ function choiceForm(c: PageContext, ask: ConsentLookup): Html {
             )
       }
     </fieldset>
-    <label
-      >For how many days (${ch.expiresInDays.min}–${ch.expiresInDays.max})
-      <input
-        name="expiresInDays"
-        type="number"
-        min="${ch.expiresInDays.min}"
-        max="${ch.expiresInDays.max}"
-        value="${ch.expiresInDays.default}"
-    /></label>
+    ${lifetimeField(ask)}
     <div class="actions">
       <button type="submit" name="decision" value="approve" class="primary">Approve</button>
       <button type="submit" name="decision" value="deny" class="danger">Deny</button>
