@@ -17,6 +17,8 @@ export const LAYERS = [
   // The web console calls the API in process (app.inject) and imports only contracts.
   ['console', 5.5],
   ['proxy', 5],
+  // The OAuth server for hosted MCP clients: services of its own, above the key services.
+  ['oauth', 4.5],
   ['services', 4],
   ['jobs', 3],
   ['store', 2],

@@ -76,6 +76,9 @@ const NO_JSON_ANSWER = new Set([
   'POST /v1/mcp',
   'GET,PUT,PATCH,DELETE /v1/mcp',
   'GET /admin/v1/ca',
+  // OAuth: authorize answers a redirect; revoking a grant 204.
+  'GET /v1/oauth/authorize',
+  'DELETE /v1/oauth/grants/:id',
 ]);
 
 async function registeredRoutes() {

@@ -405,6 +405,65 @@ export interface UsageEventsTable {
   at: ColumnType<Date, Date | string | undefined, never>;
 }
 
+export interface OAuthClientsTable {
+  id: string;
+  client_name: string | null;
+  redirect_uris: string[];
+  grant_types: string[];
+  response_types: string[];
+  scope: string | null;
+  registered_from: string;
+  created_at: CreatedAt;
+}
+export interface OAuthGrantsTable {
+  id: string;
+  org_id: string;
+  user_id: string | null;
+  client_id: string;
+  client_name: string | null;
+  verified: boolean;
+  redirect_uri: string;
+  scopes: string[];
+  agent: ColumnType<AgentBlock, string, string>;
+  created_at: CreatedAt;
+  expires_at: Timestamp;
+  revoked_at: NullableTimestamp;
+  revoked_why: string | null;
+}
+export interface OAuthRequestsTable {
+  id: string;
+  client_id: string;
+  client_name: string | null;
+  verified: boolean;
+  redirect_uri: string;
+  code_challenge: string;
+  state: string | null;
+  scopes: string[];
+  requested_from: string;
+  created_at: CreatedAt;
+  expires_at: Timestamp;
+  status: Generated<'pending' | 'approved' | 'denied'>;
+  org_id: string | null;
+  grant_id: string | null;
+  code_hash: Buffer | null;
+  code_expires_at: NullableTimestamp;
+  code_used_at: NullableTimestamp;
+}
+export interface OAuthRefreshTokensTable {
+  hash: Buffer;
+  grant_id: string;
+  created_at: CreatedAt;
+  spent_at: NullableTimestamp;
+}
+export interface OAuthGrantKeysTable {
+  grant_id: string;
+  key_id: string;
+}
+export interface EntranceRateWindowsTable {
+  bucket: string;
+  window_start: Timestamp;
+  hits: number;
+}
 export interface Database {
   machines: MachinesTable;
   machine_checkpoints: MachineCheckpointsTable;
@@ -435,4 +494,10 @@ export interface Database {
   ledger_entries: LedgerEntriesTable;
   jobs: JobsTable;
   mcp_rate_windows: McpRateWindowsTable;
+  oauth_clients: OAuthClientsTable;
+  oauth_grants: OAuthGrantsTable;
+  oauth_requests: OAuthRequestsTable;
+  oauth_refresh_tokens: OAuthRefreshTokensTable;
+  oauth_grant_keys: OAuthGrantKeysTable;
+  entrance_rate_windows: EntranceRateWindowsTable;
 }

@@ -6,9 +6,11 @@ import { appsFamily } from './apps.js';
 import { auditFamily } from './audit.js';
 import { billingFamily } from './billing.js';
 import { bucketsFamily } from './buckets.js';
+import { consentFamily } from './consent.js';
 import { databasesFamily } from './databases.js';
 import { deviceFamily } from './device.js';
 import type { PageFamily } from './family.js';
+import { oauthGrantsFamily } from './oauth-grants.js';
 import { secretsFamily } from './secrets.js';
 import { tokensFamily } from './tokens.js';
 import { volumesFamily } from './volumes.js';
@@ -20,7 +22,9 @@ export const PAGE_FAMILIES: PageFamily[] = [
   volumesFamily,
   secretsFamily,
   tokensFamily,
+  oauthGrantsFamily,
   auditFamily,
   billingFamily,
   deviceFamily,
+  consentFamily,
 ];

@@ -21,6 +21,9 @@ import { machineCheckpointRoutes } from './machines/checkpoints.js';
 import { machineFileRoutes } from './machines/files.js';
 import { machineExecRoutes } from './machines/exec.js';
 import { mcpRoutes } from './mcp/mcp.js';
+import { oauthConsentRoutes } from './oauth/consent.js';
+import { oauthDiscoveryRoutes } from './oauth/discovery.js';
+import { oauthEntranceRoutes } from './oauth/entrances.js';
 import { deviceRoutes } from './device/device.js';
 import { secretRoutes } from './secrets/secrets.js';
 import { sshRoutes } from './ssh/ssh.js';
@@ -54,6 +57,9 @@ export async function registerRoutes(app: FastifyInstance, deps: AppDeps): Promi
     machineFileRoutes,
     machineExecRoutes,
     mcpRoutes,
+    oauthDiscoveryRoutes,
+    oauthEntranceRoutes,
+    oauthConsentRoutes,
   ]) {
     family(app, deps);
   }

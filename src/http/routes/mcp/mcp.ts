@@ -9,6 +9,7 @@
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { ApiError } from '../../../errors/api-error.js';
+import { mcpChallengeOf } from '../../../oauth/urls.js';
 import { countMcpToolCall } from '../../../services/mcp-rate-limit.js';
 import type { AppDeps } from '../../deps.js';
 import { mcpHandler } from '../../mcp/handler.js';
@@ -18,14 +19,6 @@ import { principalOf } from '../../plugins/auth.js';
 
 /** Headers of the Node request that do not describe the message itself. */
 const HOP_HEADERS = new Set(['host', 'connection', 'content-length', 'transfer-encoding']);
-
-/**
- * The 401 challenge. OAuth for hosted clients will add `resource_metadata="<url of
- * /.well-known/oauth-protected-resource/v1/mcp>"` here (RFC 9728).
- */
-export function mcpChallenge(): string {
-  return 'Bearer';
-}
 
 /** The body parsed as JSON, or undefined when it is not (the SDK answers that itself). */
 function parsed(body: string): unknown {
@@ -71,8 +64,13 @@ export function mcpRoutes(root: FastifyInstance, { ctx, config }: AppDeps): void
   const handlerOf = () => (handler ??= mcpHandler(mcpServerFactory(root), config.bodyLimitBytes));
   root.addHook('onClose', async () => handler?.close());
 
-  const challenge = async (_req: FastifyRequest, reply: FastifyReply, payload: unknown) => {
-    if (reply.statusCode === 401) reply.header('www-authenticate', mcpChallenge());
+  // A 401 tells an OAuth client where to log in (RFC 9728 5.1): resource_metadata, and
+  // invalid_token when the bearer it sent is unknown, revoked or expired.
+  const challenge = async (req: FastifyRequest, reply: FastifyReply, payload: unknown) => {
+    if (reply.statusCode === 401) {
+      const sent = req.headers.authorization !== undefined;
+      reply.header('www-authenticate', mcpChallengeOf(config.publicUrl, sent));
+    }
     return payload;
   };
 
