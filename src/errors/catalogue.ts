@@ -205,6 +205,16 @@ export const errorCatalogue = {
     status: 429,
     message: 'The database, or the organization, has as many tunnels open as allowed.',
   },
+  'sql-error': {
+    status: 422,
+    message: 'PostgreSQL refused the statement; sqlstate and position say why.',
+  },
+  'read-only-transaction': {
+    status: 409,
+    message: 'The statement would write, and it ran in a read-only transaction.',
+  },
+  'sql-timeout': { status: 422, message: 'The statement ran longer than its timeout.' },
+  'sql-postgres-only': { status: 409, message: 'SQL runs on PostgreSQL databases only.' },
   'method-not-allowed': { status: 405, message: 'This route does not take that method.' },
   'unsupported-media-type': { status: 415, message: 'The body must be JSON.' },
   'authorization-pending': {

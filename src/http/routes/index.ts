@@ -13,6 +13,7 @@ import { billingRoutes } from './billing/credits.js';
 import { consoleMeRoutes } from './console/me.js';
 import { consoleRoutes } from './console/sign-in.js';
 import { databaseRoutes } from './databases/databases.js';
+import { databaseSqlRoutes } from './databases/sql.js';
 import { databaseTunnelRoutes } from './databases/tunnel.js';
 import { caRoutes } from './admin/ca.js';
 import { volumeRoutes } from './volumes/volumes.js';
@@ -50,6 +51,7 @@ export async function registerRoutes(app: FastifyInstance, deps: AppDeps): Promi
     billingRoutes,
     databaseRoutes,
     databaseTunnelRoutes,
+    databaseSqlRoutes,
     caRoutes,
     volumeRoutes,
     machineRoutes,

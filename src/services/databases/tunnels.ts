@@ -65,7 +65,7 @@ const bump = (m: Map<string, number>, key: string, by: number) => {
 };
 
 /** The host address of a database's front as seen from pier (one host for now). */
-function frontHostOf(host: string): string {
+export function frontHostOf(host: string): string {
   // The front serves the host itself: loopback is the address that needs no naming.
   return host === 'local' ? '127.0.0.1' : host;
 }
