@@ -209,6 +209,24 @@ export const TOOLS: ToolRoute[] = [
       preserveUnderName: name('Name of the branch that keeps the state before.').optional(),
     }),
   },
+  {
+    name: 'database_sql',
+    description:
+      'Run one SQL statement on a PostgreSQL database as its role app; answers columns, rows (values as text), rowCount and truncated. A production-class agent token always runs read-only and needs prodDataRead.',
+    route: 'POST /v1/resources/:name/sql',
+    params: { name: 'database' },
+    input: z.object({
+      database,
+      sql: z.string().min(1).max(100000).describe('One statement; $1, $2… for params.'),
+      params: z
+        .array(z.union([z.string(), z.number(), z.boolean(), z.null()]))
+        .optional()
+        .describe('Values of $1, $2…'),
+      readOnly: z.boolean().optional().describe('Run in a read-only transaction.'),
+      timeoutMs: z.number().int().min(1).max(30000).optional().describe('Default 10000.'),
+      maxRows: z.number().int().min(1).max(10000).optional().describe('Default 1000.'),
+    }),
+  },
   // Volumes.
   { name: 'volumes_list', description: 'List volumes.', route: 'GET /v1/volumes', input: none },
   {
