@@ -12,6 +12,8 @@ async function run(opts: LoadOptions, durationS: number): Promise<RunReport> {
   const latencyUs = createHistogram();
   const instance = autocannon({
     url: opts.url,
+    method: opts.method ?? 'GET',
+    ...(opts.body === undefined ? {} : { body: opts.body }),
     headers: opts.headers ?? {},
     connections: opts.connections,
     duration: durationS,

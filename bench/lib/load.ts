@@ -11,6 +11,9 @@ import { fileURLToPath } from 'node:url';
 
 export interface LoadOptions {
   url: string;
+  /** GET unless given (a POST benchmark sends the same `body` every time). */
+  method?: 'GET' | 'POST';
+  body?: string;
   headers?: Record<string, string>;
   /** Concurrent keep-alive connections. */
   connections: number;

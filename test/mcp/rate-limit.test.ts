@@ -84,3 +84,23 @@ it('counts every tool call in the shared table', async () => {
     .executeTakeFirst();
   expect(Number(after!.n) - Number(before!.n)).toBe(3);
 });
+
+it('counts calls that arrive together exactly: each gets its own place in the window', async () => {
+  const at = new Date('2026-01-01T11:00:10Z');
+  const outcomes = await Promise.all(
+    Array.from({ length: 130 }, () =>
+      countMcpToolCall(tp.platform.ctx.db, 'org-burst', at).then(
+        () => 'ok',
+        (e: ApiError) => e.code,
+      ),
+    ),
+  );
+  expect(outcomes.filter((o) => o === 'ok')).toHaveLength(120);
+  expect(outcomes.filter((o) => o === 'rate-limited')).toHaveLength(10);
+  const row = await tp.platform.ctx.db
+    .selectFrom('mcp_rate_windows')
+    .select('calls')
+    .where('org_id', '=', 'org-burst')
+    .executeTakeFirstOrThrow();
+  expect(row.calls).toBe(130);
+});
