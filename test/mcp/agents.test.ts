@@ -5,7 +5,7 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestPlatform, type TestOrg, type TestPlatform } from '../helpers/platform.js';
-import { modernClient, modernRequest, post } from './helpers.js';
+import { legacyClient, modernClient, modernRequest, post } from './helpers.js';
 
 let tp: TestPlatform;
 let org: TestOrg;
@@ -55,6 +55,23 @@ describe('agent tokens through MCP', () => {
       await client.close();
     }
     expect((await tp.request('GET', '/v1/apps/by-prod', { token: org.token })).status).toBe(404);
+  });
+
+  it('keeps a production-class token to reading tools with the 2025-11-25 client too', async () => {
+    const prod = await agentToken({ class: 'production' });
+    const client = await legacyClient(tp.url, prod.token);
+    try {
+      const write = await client.callTool({
+        name: 'app_create',
+        arguments: { name: 'by-prod-1x' },
+      });
+      expect(write.isError).toBe(true);
+      expect(JSON.stringify(write.content)).toContain('agent-token-production-readonly');
+      expect((await client.callTool({ name: 'apps_list', arguments: {} })).isError).toBeFalsy();
+    } finally {
+      await client.close();
+    }
+    expect((await tp.request('GET', '/v1/apps/by-prod-1x', { token: org.token })).status).toBe(404);
   });
 
   it('lets production read data only with prodDataRead', async () => {

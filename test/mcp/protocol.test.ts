@@ -176,6 +176,44 @@ describe('MCP bad input', () => {
     expect(bare.json.error).toBeDefined();
   });
 
+  it('refuses valid JSON that is no JSON-RPC message, and a protocol version it does not serve', async () => {
+    const notRpc = await post(tp.url, JSON.stringify({ hello: 'world' }), auth());
+    expect(notRpc.status).toBe(400);
+    expect(notRpc.json.error.code).toBe(-32600);
+    const noVersion = await post(
+      tp.url,
+      JSON.stringify({ jsonrpc: '1.0', id: 1, method: 'tools/list' }),
+      auth(),
+    );
+    expect(noVersion.status).toBe(400);
+    expect(noVersion.json.error).toBeDefined();
+    const future = '2099-01-01';
+    const [body, headers] = modernRequest(org.token, 'tools/list');
+    const parsed = JSON.parse(body);
+    parsed.params._meta['io.modelcontextprotocol/protocolVersion'] = future;
+    const res = await post(tp.url, JSON.stringify(parsed), {
+      ...headers,
+      'mcp-protocol-version': future,
+    });
+    expect(res.status).toBe(400);
+    expect(res.json.error.code).toBe(-32022);
+  });
+
+  it('answers arguments that break a tool’s input schema with a tool error, running nothing', async () => {
+    const res = await post(
+      tp.url,
+      ...modernRequest(org.token, 'tools/call', {
+        name: 'app_create',
+        arguments: { name: 42 },
+      }),
+    );
+    expect(res.status).toBe(200);
+    expect(res.json.result.isError).toBe(true);
+    expect(res.json.result.content[0].text).toMatch(/^Input validation error: .*name/);
+    const apps = await tp.request('GET', '/v1/apps', { token: org.token });
+    expect(JSON.stringify(apps.body)).not.toContain('"42"');
+  });
+
   it('answers 405 to GET, PUT, PATCH and DELETE', async () => {
     for (const method of ['GET', 'PUT', 'PATCH', 'DELETE']) {
       const res = await fetch(`${tp.url}/v1/mcp`, { method, headers: auth() });
