@@ -7,7 +7,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SQL_LIMITS } from '../../src/services/databases/sql.js';
 import { startTestPlatform, type TestOrg, type TestPlatform } from '../helpers/platform.js';
-import { createDatabase } from './helpers.js';
+import { createDatabase, waitFor } from './helpers.js';
 
 let tp: TestPlatform;
 let org: TestOrg;
@@ -179,6 +179,24 @@ describe('running SQL', () => {
     expect(res.status).toBe(409);
     expect(res.body.code).toBe('sql-postgres-only');
   });
+});
+
+describe('a sleeping database', () => {
+  it('wakes through its front for a statement, as for any client', async () => {
+    await createDatabase(tp, org, {
+      name: 'sql-sleepy',
+      kind: 'postgres',
+      memoryMb: 256,
+      suspendPolicy: { mode: 'stop', idleSeconds: 10 },
+    });
+    const power = async () =>
+      (await tp.request('GET', '/v1/resources/sql-sleepy', { token: org.token })).body.power;
+    await waitFor(async () => (await power()) === 'stopped', 'sql-sleepy to stop', 30_000);
+    const res = await sql('sql-sleepy', { sql: 'SELECT 40 + 2 AS answer' });
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    expect(res.body.rows).toEqual([['42']]);
+    expect(await power()).toBe('running');
+  }, 60_000);
 });
 
 describe('who may run SQL', () => {
