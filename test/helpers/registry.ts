@@ -12,14 +12,14 @@
  * started here issues ES256 JWTs signed by a throwaway certificate that the registry
  * trusts (its `rootcertbundle`), optionally only to users with a password.
  */
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { createPrivateKey, randomBytes, sign, X509Certificate } from 'node:crypto';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import http from 'node:http';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { promisify } from 'node:util';
+import { selfSignedCert } from './self-signed.js';
 
 const REGISTRY_BIN = '/usr/bin/docker-registry';
 
@@ -139,25 +139,11 @@ export async function startTokenRegistry(
   opts: { users?: Record<string, string> } = {},
 ): Promise<TokenRegistry> {
   const dir = await mkdtemp(path.join(os.tmpdir(), 'pier-registry-'));
-  const keyFile = path.join(dir, 'token.key');
-  const certFile = path.join(dir, 'token.crt');
-  await promisify(execFile)('openssl', [
-    'req',
-    '-x509',
-    '-newkey',
-    'ec',
-    '-pkeyopt',
-    'ec_paramgen_curve:prime256v1',
-    '-nodes',
-    '-keyout',
-    keyFile,
-    '-out',
-    certFile,
-    '-days',
-    '2',
-    '-subj',
-    '/CN=pier-test-token-issuer',
-  ]);
+  const { certFile, keyFile } = await selfSignedCert(dir, {
+    cn: 'pier-test-token-issuer',
+    days: 2,
+    name: 'token',
+  });
   const key = createPrivateKey(await readFile(keyFile));
   const certDer = new X509Certificate(await readFile(certFile)).raw;
   const service = 'pier-test-registry';

@@ -7,13 +7,11 @@
  * in-process replica, with the guard's defaults, refuses the same document: loopback is
  * not a customer's to name.
  */
-import { execFile } from 'node:child_process';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { promisify } from 'node:util';
 import * as oauth from 'oauth4webapi';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import {
@@ -24,6 +22,7 @@ import {
   type TestPlatform,
 } from '../helpers/platform.js';
 import { freePort, healthy, startServe, type Served } from '../helpers/serve.js';
+import { selfSignedCert } from '../helpers/self-signed.js';
 import { modernClient } from '../mcp/helpers.js';
 import { consoleKey, discover, exchange, requestIdOf, startLogin } from './helpers.js';
 
@@ -41,28 +40,12 @@ let fetches = 0;
 
 beforeAll(async () => {
   dir = await mkdtemp(path.join(os.tmpdir(), 'pier-cimd-'));
-  const cert = path.join(dir, 'cert.pem');
-  const keyFile = path.join(dir, 'key.pem');
   // A throwaway certificate for 127.0.0.1, trusted only by the replica started below.
-  await promisify(execFile)('openssl', [
-    'req',
-    '-x509',
-    '-newkey',
-    'ec',
-    '-pkeyopt',
-    'ec_paramgen_curve:prime256v1',
-    '-nodes',
-    '-keyout',
-    keyFile,
-    '-out',
-    cert,
-    '-days',
-    '1',
-    '-subj',
-    '/CN=127.0.0.1',
-    '-addext',
-    'subjectAltName=IP:127.0.0.1',
-  ]);
+  const { certFile: cert, keyFile } = await selfSignedCert(dir, {
+    cn: '127.0.0.1',
+    days: 1,
+    subjectAltName: 'IP:127.0.0.1',
+  });
   docServer = https.createServer(
     { cert: await readFile(cert), key: await readFile(keyFile) },
     (req, res) => {
