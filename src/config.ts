@@ -83,6 +83,10 @@ export const configSchema = z.object({
   jobLeaseMs: z.number().int().min(500).default(30_000),
   /** How often machines' internal ports are probed for `liveness`. */
   livenessIntervalMs: z.number().int().min(100).default(5000),
+  /** Length of a billing window: usage is booked into the ledger once per window (docs/billing.md). */
+  billingWindowSeconds: z.number().int().min(1).max(86_400).default(3600),
+  /** How often running time and storage are recorded as usage. */
+  meteringIntervalMs: z.number().int().min(100).default(60_000),
   /** Where object bytes live: absent = DATA_DIR/objects; `s3://bucket/prefix?endpoint=…` = an S3 service. */
   objectStoreUrl: z.string().optional(),
   objectStoreAccessKeyId: z.string().optional(),
@@ -233,6 +237,8 @@ export function configFromEnv(env: NodeJS.ProcessEnv): ConfigInput {
     logLevel: pick('PIER_LOG_LEVEL') as ConfigInput['logLevel'],
     jobLeaseMs: num('PIER_JOB_LEASE_MS'),
     livenessIntervalMs: num('PIER_MACHINE_LIVENESS_MS'),
+    billingWindowSeconds: num('PIER_BILLING_WINDOW_SECONDS'),
+    meteringIntervalMs: num('PIER_METERING_INTERVAL_MS'),
     objectStoreUrl: pick('PIER_OBJECT_STORE_URL'),
     storagePool: pick('PIER_STORAGE_POOL') as ConfigInput['storagePool'],
     storagePoolGb: num('PIER_STORAGE_POOL_GB'),

@@ -28,6 +28,7 @@ import { volumeJobs } from './services/volumes/jobs.js';
 import { machineJobs } from './services/machines/jobs.js';
 import { takeBackMachines } from './services/machines/upkeep.js';
 import { scheduleMetering } from './services/machines/metering.js';
+import { billingJobs, scheduleBilling } from './services/billing/jobs.js';
 import { scheduleSupervision } from './services/machines/supervise.js';
 import { scheduleMachineSleep } from './services/machines/sleep.js';
 import { newMachineChanges } from './services/machines/state-events.js';
@@ -147,6 +148,7 @@ export async function startPlatform(config: Config, opts: PlatformOptions = {}):
       ...databaseJobs(() => late.ctx!),
       ...volumeJobs(() => late.ctx!),
       ...machineJobs(() => late.ctx!),
+      ...billingJobs(() => late.ctx!),
       ...(opts.jobs ?? []),
     ]);
     const databases = new LocalDatabaseRuntime({
@@ -247,8 +249,10 @@ export async function startPlatform(config: Config, opts: PlatformOptions = {}):
     undo.push(async () => stopSchedule());
     await takeBackDatabases(ctx);
     await takeBackMachines(ctx);
-    const stopMetering = scheduleMetering(ctx);
+    const stopMetering = scheduleMetering(ctx, config.meteringIntervalMs);
     undo.push(async () => stopMetering());
+    const stopBilling = scheduleBilling(ctx);
+    undo.push(async () => stopBilling());
     const stopSupervision = scheduleSupervision(ctx);
     undo.push(async () => stopSupervision());
     const stopMachineSleep = scheduleMachineSleep(ctx);

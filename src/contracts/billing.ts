@@ -3,6 +3,7 @@
  * metered usage, and the operator's credit grant (CONTRACT 2).
  */
 import { z } from 'zod';
+import { USAGE_KIND_NAMES, type UsageKind } from './usage-kinds.js';
 
 export const creditAccountSchema = z.object({
   orgId: z.string(),
@@ -84,3 +85,60 @@ export const usageListSchema = z.object({
   limit: z.number(),
 });
 export type UsageList = z.infer<typeof usageListSchema>;
+
+/**
+ * Operator API: the price list, integer micro-cents per unit of each usage kind
+ * (services/billing/kinds.ts). A kind left out carries no price.
+ */
+export const MAX_PRICE_MICROS = 1e12;
+const price = z.number().int().min(0).max(MAX_PRICE_MICROS);
+export const pricesBody = z.strictObject({
+  // Known kinds only: an unknown one is reported at its own path, with every other issue.
+  prices: z.strictObject(
+    Object.fromEntries(USAGE_KIND_NAMES.map((k) => [k, price.optional()])) as Record<
+      UsageKind,
+      z.ZodOptional<typeof price>
+    >,
+  ),
+});
+export type PricesBody = z.output<typeof pricesBody>;
+
+export const priceListSchema = z.object({
+  prices: z.record(z.string(), z.number().int()),
+  pricesDecided: z.boolean(),
+  decidedAt: z.string().nullable(),
+  kinds: z.array(z.object({ kind: z.string(), unit: z.string(), counts: z.string() })),
+});
+export type PriceList = z.infer<typeof priceListSchema>;
+
+export const previewQuery = z.strictObject({
+  from: z.iso.datetime({ offset: true }),
+  to: z.iso.datetime({ offset: true }),
+});
+export type PreviewQuery = z.infer<typeof previewQuery>;
+
+export const previewSchema = z.object({
+  orgId: z.string(),
+  currency: z.literal('EUR'),
+  from: z.string(),
+  to: z.string(),
+  lines: z.array(
+    z.object({
+      kind: z.string(),
+      unit: z.string(),
+      quantity: z.number(),
+      priced: z.boolean(),
+      /** The price in force at the end of the period, micro-cents per unit. */
+      priceMicros: z.number().int().optional(),
+      /** Cents, exact to the micro-cent. */
+      amount: z.number().optional(),
+      amountMicros: z.string().optional(),
+    }),
+  ),
+  total: z.number().min(0).optional(),
+  totalMicros: z.string().optional(),
+  pricesDecided: z.boolean(),
+  pricedFrom: z.string().optional(),
+  unpricedReason: z.enum(['no-price-list', 'no-credit-account', 'before-credit']).optional(),
+});
+export type Preview = z.infer<typeof previewSchema>;

@@ -10,6 +10,7 @@ import { jsonSchemaTransform } from 'fastify-type-provider-zod';
 import { Registry } from 'prom-client';
 import type { AppDeps } from './deps.js';
 import { installAuth } from './plugins/auth.js';
+import { installCreditBlock } from './plugins/credit-block.js';
 import { installErrors } from './plugins/errors.js';
 import { installObservability, newRequestId } from './plugins/observability.js';
 import { redactingLogger } from './plugins/redact.js';
@@ -42,6 +43,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     authenticator: deps.authenticator,
     operatorToken: deps.operatorToken,
   });
+  // After the auth rows: writes of an organization whose credit is at zero answer 402.
+  installCreditBlock(app, { db: deps.ctx.db });
 
   await app.register(swagger, {
     openapi: {

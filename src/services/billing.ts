@@ -1,11 +1,13 @@
 /**
- * The credit account as customers read it (spec 2.9, 4.7) and operator grants.
- * Top-ups, auto-recharge, prices and metering arrive with the billing issue.
+ * The credit account as customers read it (spec 2.9, 4.7) and operator grants. Prices,
+ * metering, booking and blocking are in billing/ (docs/billing.md). A grant that brings
+ * the balance above zero lifts a block in its own transaction (ledger.ts).
  */
 import type { CreditAccount, GrantBody, LedgerEntry } from '../contracts/billing.js';
 import { ApiError, notFound } from '../errors/api-error.js';
 import type { Executor } from '../store/db.js';
 import type { ServiceContext } from './context.js';
+import { pricedKinds } from './billing/prices.js';
 import { addLedgerEntry, listLedger, microsToCents } from './ledger.js';
 
 export async function getCreditAccount(ex: Executor, orgId: string): Promise<CreditAccount> {
@@ -38,7 +40,7 @@ export async function getCreditAccount(ex: Executor, orgId: string): Promise<Cre
     warned: row.reference_cents > 0 && cents < warnLine,
     warnAtPercent: row.warn_at_percent,
     minTopupCents: row.min_topup_cents,
-    priced: [],
+    priced: await pricedKinds(ex),
     autoRecharge: {
       enabled: false,
       thresholdCents: 0,

@@ -52,36 +52,93 @@ export interface NewEntry {
   at: Date;
 }
 
-/** Books an entry and moves the balance by the same amount, in the caller's transaction. */
-export async function addLedgerEntry(tx: Tx, orgId: string, e: NewEntry): Promise<LedgerEntry> {
-  const micros = BigInt(e.cents) * MICROS_PER_CENT;
+/** An entry in micro-cents, with the window of usage it books, if any. */
+export interface NewMicroEntry {
+  kind: LedgerKind;
+  micros: bigint;
+  reference?: string;
+  detail?: string;
+  windowFrom?: Date;
+  windowTo?: Date;
+  at: Date;
+}
+
+export interface Booked {
+  entry: LedgerEntry;
+  /** This entry blocked the account (spec 3: the balance reached zero). */
+  blockedNow: boolean;
+}
+
+/**
+ * Books an entry and moves the balance by the same amount, in the caller's transaction.
+ * The block follows the balance in the same statement: a debit that leaves it at or below
+ * zero blocks the account, any entry that leaves it above zero lifts the block. A usage
+ * entry already booked for its organization, window and kind (`reference`) is not booked
+ * again: undefined, and the balance does not move.
+ */
+export async function bookEntry(
+  tx: Tx,
+  orgId: string,
+  e: NewMicroEntry,
+): Promise<Booked | undefined> {
   const row = await tx
     .insertInto('ledger_entries')
     .values({
       id: newId('led'),
       org_id: orgId,
       kind: e.kind,
-      amount_micros: micros.toString(),
+      amount_micros: e.micros.toString(),
       reference: e.reference ?? null,
-      window_from: null,
-      window_to: null,
+      window_from: e.windowFrom ?? null,
+      window_to: e.windowTo ?? null,
       detail: e.detail ?? null,
       at: e.at,
     })
+    .onConflict((oc) =>
+      oc.columns(['org_id', 'window_from', 'reference']).where('kind', '=', 'usage').doNothing(),
+    )
     .returningAll()
-    .executeTakeFirstOrThrow();
-  await tx
+    .executeTakeFirst();
+  if (!row) return undefined;
+  const before = await tx
+    .selectFrom('credit_accounts')
+    .select('blocked_at')
+    .where('org_id', '=', orgId)
+    .forUpdate()
+    .executeTakeFirst();
+  const amount = e.micros.toString();
+  const cents = Math.min(Math.max(microsToCents(e.micros), 0), MAX_REFERENCE_CENTS);
+  const after = await tx
     .updateTable('credit_accounts')
     .set({
-      balance_micros: sql`balance_micros + ${micros.toString()}::numeric`,
-      // A positive entry lifts a block; the reference top-up is the largest credit seen.
-      blocked_at: sql`CASE WHEN balance_micros + ${micros.toString()}::numeric > 0 THEN NULL ELSE blocked_at END`,
-      // reference_cents is an integer column; grants may be larger (up to 1e12 cents).
-      reference_cents: sql`GREATEST(reference_cents, ${Math.min(Math.max(e.cents, 0), MAX_REFERENCE_CENTS)})`,
+      balance_micros: sql`balance_micros + ${amount}::numeric`,
+      blocked_at: sql`CASE
+        WHEN balance_micros + ${amount}::numeric > 0 THEN NULL
+        WHEN blocked_at IS NULL AND ${amount}::numeric < 0 THEN clock_timestamp()
+        ELSE blocked_at END`,
+      // The reference top-up (of the warning line) is the largest credit seen.
+      reference_cents: sql`GREATEST(reference_cents, ${cents})`,
     })
     .where('org_id', '=', orgId)
-    .execute();
-  return toLedgerEntry(row);
+    .returning('blocked_at')
+    .executeTakeFirst();
+  return {
+    entry: toLedgerEntry(row),
+    blockedNow: before?.blocked_at === null && after?.blocked_at != null,
+  };
+}
+
+/** Books a whole-cent entry (grants, top-ups) and moves the balance; see bookEntry. */
+export async function addLedgerEntry(tx: Tx, orgId: string, e: NewEntry): Promise<LedgerEntry> {
+  const booked = await bookEntry(tx, orgId, {
+    kind: e.kind,
+    micros: BigInt(e.cents) * MICROS_PER_CENT,
+    reference: e.reference,
+    detail: e.detail,
+    at: e.at,
+  });
+  if (!booked) throw new Error('a non-usage ledger entry was not booked');
+  return booked.entry;
 }
 
 export async function listLedger(

@@ -203,6 +203,8 @@ export interface BucketsTable {
   name: string;
   backend_ref: string;
   cors: ColumnType<CorsRule[], string | undefined, string>;
+  /** Stored bytes are booked as usage up to here (services/billing/meter-storage.ts). */
+  metered_at: NullableTimestamp;
   created_at: CreatedAt;
 }
 
@@ -284,6 +286,8 @@ export interface DatabasesTable {
   url_handed_out_at: NullableTimestamp;
   archive_id: string | null;
   power: Generated<'running' | 'suspended' | 'stopped'>;
+  /** Storage and running time are booked as usage up to here (services/billing/meter-storage.ts). */
+  metered_at: NullableTimestamp;
   created_at: CreatedAt;
 }
 
@@ -329,6 +333,8 @@ export interface VolumesTable {
   durable_gen: Generated<number>;
   durable_at: NullableTimestamp;
   wal_durable_at: NullableTimestamp;
+  /** Storage is booked as usage up to here (services/billing/meter-storage.ts). */
+  metered_at: NullableTimestamp;
   created_at: CreatedAt;
 }
 
@@ -464,6 +470,20 @@ export interface EntranceRateWindowsTable {
   window_start: Timestamp;
   hits: number;
 }
+
+/** The operator's price lists, newest last (services/billing/prices.ts). */
+export interface PriceListsTable {
+  id: Generated<number>;
+  prices: ColumnType<Record<string, number>, string, never>;
+  decided_at: ColumnType<Date, Date | string | undefined, never>;
+}
+
+/** One row: usage before `booked_until` is booked (services/billing/booking.ts). */
+export interface BillingCursorTable {
+  id: Generated<boolean>;
+  booked_until: ColumnType<Date, Date | string, Date | string>;
+}
+
 export interface Database {
   machines: MachinesTable;
   machine_checkpoints: MachineCheckpointsTable;
@@ -492,6 +512,8 @@ export interface Database {
   secrets: SecretsTable;
   credit_accounts: CreditAccountsTable;
   ledger_entries: LedgerEntriesTable;
+  price_lists: PriceListsTable;
+  billing_cursor: BillingCursorTable;
   jobs: JobsTable;
   mcp_rate_windows: McpRateWindowsTable;
   oauth_clients: OAuthClientsTable;

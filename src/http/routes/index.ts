@@ -2,6 +2,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { AppDeps } from '../deps.js';
 import { hostRoutes } from './admin/hosts.js';
+import { priceRoutes } from './admin/prices.js';
 import { adminRoutes } from './admin/orgs.js';
 import { appRoutes } from './apps/apps.js';
 import { attachRoutes } from './apps/attach.js';
@@ -39,6 +40,7 @@ export async function registerRoutes(app: FastifyInstance, deps: AppDeps): Promi
     deviceRoutes,
     adminRoutes,
     hostRoutes,
+    priceRoutes,
     consoleRoutes,
     consoleMeRoutes,
     appRoutes,

@@ -8,6 +8,7 @@ import { ApiError } from '../../errors/api-error.js';
 import { MachineStartError } from '../../runtime/runtime.js';
 import type { ServiceContext } from '../context.js';
 import { runtimeOf } from './lifecycle.js';
+import { assertCreditOpen } from '../billing/blocking.js';
 import { specOf } from './machines.js';
 import { machinesQuery } from './records.js';
 import { finishReplace, stopReplaced } from './replace.js';
@@ -33,6 +34,8 @@ export function machineJobs(get: () => ServiceContext) {
           .where('id', '=', machineId)
           .execute();
         try {
+          // Blocked by credit while it waited: it fails with `credit-blocked`, not starts.
+          await assertCreditOpen(ctx.db, row.org_id);
           // A deploy-style replace: the old machine stops (and lets go of the volume) first.
           if (replaces) await stopReplaced(ctx, row.org_id, replaces);
           await takeVolumeLease(ctx.db, row);

@@ -12,6 +12,7 @@ import { specOf } from './machines.js';
 import { machineChanged } from './state-events.js';
 import { releaseVolumeLease, takeVolumeLease } from './volume-lease.js';
 import { meterRunning } from './metering.js';
+import { assertCreditOpen } from '../billing/blocking.js';
 import type { Machine } from '../../contracts/machines.js';
 import { configOf, findMachine, toMachine, type MachineRow } from './records.js';
 import { TARGET, VIA, judge, type MachineAction, type MachineState } from './states.js';
@@ -58,6 +59,8 @@ export async function machineAction(
   // Above 2048 MB a suspend would pin too much memory: the machine stops instead (spec 2.4).
   const effective: MachineAction =
     action === 'suspend' && configOf(row).memoryMb > SUSPEND_MAX_MEMORY_MB ? 'stop' : action;
+  // Nothing starts or wakes for an organization whose credit is blocked (spec 3).
+  if (effective === 'start') await assertCreditOpen(ctx.db, orgId);
   // Time up to a stop, suspend or destroy is booked while the machine is still `running`.
   if (effective !== 'start' && row.observed_state === 'running') await meterRunning(ctx.db, row.id);
   const claimed = await ctx.db

@@ -1,37 +1,51 @@
 /**
- * The billing hook of machines: running time is booked as usage events of kind
- * `machine_running_seconds`, per organization and machine, which a later issue prices.
- * Each machine carries `metered_at`, the moment up to which its time is booked: a tick
- * books every running machine up to now, and every transition out of `running` books the
- * machine first, so no second is booked twice or lost, whatever the tick's period.
+ * The billing hook of machines: running time is recorded as usage events per
+ * organization and machine, of three kinds (services/billing/kinds.ts): plain running
+ * seconds, and the same seconds weighted by the machine's vcpus and by its memory.
+ * Each machine carries `metered_at`, the moment up to which its time is recorded: a tick
+ * records every running machine up to now, and every transition out of `running` records
+ * the machine first, so no second is recorded twice or lost, whatever the tick's period.
+ * Events are written under the usage lock (services/billing/record.ts), so booking never
+ * misses one.
  */
 import { sql } from 'kysely';
 import type { Executor } from '../../store/db.js';
+import { withUsageLock } from '../billing/record.js';
 import type { ServiceContext } from '../context.js';
+import { everyInterval } from '../ticker.js';
 
 export const RUNNING_SECONDS = 'machine_running_seconds';
 
-/** Books the running time of running machines (all, or one) up to now. */
+/** Records the running time of running machines (all, or one) up to now. */
 export async function meterRunning(ex: Executor, machineId?: string): Promise<number> {
-  const res = await sql`
-    WITH due AS (
-      SELECT id, org_id, coalesce(metered_at, ready_at, created_at) AS since FROM machines
-      WHERE observed_state = 'running' AND (${machineId ?? null}::text IS NULL OR id = ${machineId ?? null})
-      FOR UPDATE SKIP LOCKED),
-    booked AS (
-      UPDATE machines m SET metered_at = now() FROM due WHERE m.id = due.id
-      RETURNING due.id, due.org_id, due.since)
-    INSERT INTO usage_events (org_id, kind, quantity, subject)
-    SELECT org_id, ${RUNNING_SECONDS}, round(extract(epoch FROM now() - since)::numeric, 3), id
-    FROM booked WHERE now() > since`.execute(ex);
-  return Number(res.numAffectedRows ?? 0);
+  return withUsageLock(ex, async (tx) => {
+    // The time is read after the lock is held (see record.ts), once for every row.
+    const res = await sql`
+      WITH t AS MATERIALIZED (SELECT clock_timestamp() AS now),
+      due AS (
+        SELECT id, org_id, coalesce(metered_at, ready_at, created_at) AS since,
+          coalesce((config->>'vcpus')::numeric, 1) AS vcpus,
+          coalesce((config->>'memoryMb')::numeric, 512) AS memory_mb
+        FROM machines
+        WHERE observed_state = 'running' AND (${machineId ?? null}::text IS NULL OR id = ${machineId ?? null})
+        FOR UPDATE SKIP LOCKED),
+      booked AS (
+        UPDATE machines m SET metered_at = t.now FROM due, t WHERE m.id = due.id
+        RETURNING due.id, due.org_id, due.vcpus, due.memory_mb,
+          round(extract(epoch FROM t.now - due.since)::numeric, 3) AS seconds, t.now AS at)
+      INSERT INTO usage_events (org_id, kind, quantity, subject, at)
+      SELECT org_id, k.kind, k.quantity, id, at
+      FROM booked CROSS JOIN LATERAL (VALUES
+        (${RUNNING_SECONDS}, seconds),
+        ('machine_vcpu_seconds', seconds * vcpus),
+        ('machine_memory_gb_seconds', round(seconds * memory_mb / 1024, 6))
+      ) AS k(kind, quantity)
+      WHERE seconds > 0`.execute(tx);
+    return Number(res.numAffectedRows ?? 0);
+  });
 }
 
-/** Books every running machine every `everyMs`; returns a stopper. */
+/** Records every running machine every `everyMs`; returns a stopper. */
 export function scheduleMetering(ctx: ServiceContext, everyMs = 60_000): () => void {
-  const timer = setInterval(() => {
-    meterRunning(ctx.db).catch((err: unknown) => ctx.log.warn({ err }, 'metering failed'));
-  }, everyMs);
-  timer.unref();
-  return () => clearInterval(timer);
+  return everyInterval(ctx.log, 'metering', everyMs, () => meterRunning(ctx.db));
 }

@@ -9,6 +9,7 @@
 import type { ServiceContext } from '../context.js';
 import { specOf } from './machines.js';
 import { meterRunning } from './metering.js';
+import { creditBlocked } from '../billing/blocking.js';
 import { configOf, machinesQuery, type MachineRow } from './records.js';
 import { everyInterval } from '../ticker.js';
 
@@ -31,7 +32,8 @@ export async function superviseTick(ctx: ServiceContext): Promise<void> {
     if (!status || status.state !== 'stopped') continue;
     await meterRunning(ctx.db, row.id);
     const code = status.exit?.code ?? null;
-    const restart = shouldRestart(row, code);
+    // A blocked organization's machine is not restarted (spec 3: nothing new starts).
+    const restart = shouldRestart(row, code) && !(await creditBlocked(ctx.db, row.org_id));
     const claimed = await ctx.db
       .updateTable('machines')
       .set({

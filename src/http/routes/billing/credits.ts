@@ -5,10 +5,13 @@ import {
   creditAccountSchema,
   ledgerPageSchema,
   ledgerQuery,
+  previewQuery,
+  previewSchema,
   usageListSchema,
   usageQuery,
 } from '../../../contracts/billing.js';
 import { getCreditAccount, ledgerOf } from '../../../services/billing.js';
+import { previewOf } from '../../../services/billing/preview.js';
 import { listUsage } from '../../../services/usage.js';
 import type { AppDeps } from '../../deps.js';
 import { principalOf } from '../../plugins/auth.js';
@@ -47,5 +50,17 @@ export function billingRoutes(root: FastifyInstance, { ctx }: AppDeps): void {
       response: { 200: usageListSchema },
     },
     handler: async (req) => listUsage(ctx, principalOf(req).orgId, req.query),
+  });
+
+  app.get('/v1/billing/preview', {
+    config: { auth: auth.F('AA') },
+    schema: {
+      tags: ['billing'],
+      summary: 'What the usage of a period costs, priced as booking prices it',
+      querystring: previewQuery,
+      response: { 200: previewSchema },
+    },
+    handler: async (req) =>
+      previewOf(ctx, principalOf(req).orgId, new Date(req.query.from), new Date(req.query.to)),
   });
 }

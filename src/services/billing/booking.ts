@@ -1,0 +1,110 @@
+/**
+ * Booking: recorded usage becomes ledger entries of kind `usage`, one per organization,
+ * window and usage kind, in window order, each window in one transaction with the
+ * balances it moves and the cursor it advances. The cursor makes a restart or a second
+ * replica resume exactly where booking stopped (no window skipped); the unique index of
+ * usage entries (migration 0016) makes booking a window twice impossible even if the
+ * cursor were wrong. Windows without recorded usage are passed over at once, so catching
+ * up after downtime costs one transaction per window that has usage.
+ */
+import { sql } from 'kysely';
+import { enqueue } from '../../jobs/queue.js';
+import type { Tx } from '../../store/db.js';
+import type { ServiceContext } from '../context.js';
+import { bookEntry } from '../ledger.js';
+import { priceLists } from './prices.js';
+import { priceUsage, unitOf, windowStart } from './pricing.js';
+import { USAGE_LOCK } from './record.js';
+import { STOP_BLOCKED_JOB } from './stop-blocked.js';
+
+export function windowMsOf(ctx: ServiceContext): number {
+  return ctx.config.billingWindowSeconds * 1000;
+}
+
+export interface BookedWindow {
+  from: Date;
+  to: Date;
+  entries: number;
+  blocked: string[];
+}
+
+/** Books the next closed window that has usage, or moves the cursor to the open one. */
+async function bookNextWindow(ctx: ServiceContext, tx: Tx): Promise<BookedWindow | undefined> {
+  const windowMs = windowMsOf(ctx);
+  // Exclusive: every writer of usage stamped before `closedBefore` has committed (record.ts).
+  await sql`SELECT pg_advisory_xact_lock(${USAGE_LOCK})`.execute(tx);
+  const closedBefore = (await sql<{ now: Date }>`SELECT clock_timestamp() AS now`.execute(tx))
+    .rows[0]!.now;
+  // The first booking starts at the window of the oldest usage recorded.
+  const oldest = (
+    await tx
+      .selectFrom('usage_events')
+      .select((eb) => eb.fn.min('at').as('at'))
+      .executeTakeFirst()
+  )?.at as Date | null | undefined;
+  await tx
+    .insertInto('billing_cursor')
+    .values({ booked_until: windowStart(oldest ?? closedBefore, windowMs) })
+    .onConflict((oc) => oc.column('id').doNothing())
+    .execute();
+  const cursor = (
+    await tx
+      .selectFrom('billing_cursor')
+      .select('booked_until')
+      .forUpdate()
+      .executeTakeFirstOrThrow()
+  ).booked_until;
+  const next = (
+    await tx
+      .selectFrom('usage_events')
+      .select((eb) => eb.fn.min('at').as('at'))
+      .where('at', '>=', cursor)
+      .executeTakeFirst()
+  )?.at as Date | null | undefined;
+  const slot = next ? windowStart(next, windowMs) : undefined;
+  if (!slot || slot.getTime() + windowMs > closedBefore.getTime()) {
+    // Nothing closed is left to book: every window before the open one is done.
+    const open = windowStart(closedBefore, windowMs);
+    if (open > cursor) {
+      await tx.updateTable('billing_cursor').set({ booked_until: open }).execute();
+    }
+    return undefined;
+  }
+  const from = slot > cursor ? slot : cursor;
+  const to = new Date(slot.getTime() + windowMs);
+  const priced = await priceUsage(tx, { from, to, windowMs, lists: await priceLists(tx) });
+  const at = ctx.clock();
+  let entries = 0;
+  const blocked: string[] = [];
+  for (const u of priced) {
+    if (!u.amountMicros) continue; // unpriced, free, or less than half a micro-cent
+    const booked = await bookEntry(tx, u.orgId, {
+      kind: 'usage',
+      micros: -u.amountMicros,
+      reference: u.kind,
+      detail: `${u.kind}: ${u.quantity} ${unitOf(u.kind)} × ${u.priceMicros} micro-cents`,
+      windowFrom: from,
+      windowTo: to,
+      at,
+    });
+    if (!booked) continue;
+    entries++;
+    if (booked.blockedNow) {
+      blocked.push(u.orgId);
+      // With the block, in its transaction: the machines stop even if this process dies.
+      await enqueue(tx, ctx.jobs, STOP_BLOCKED_JOB, { orgId: u.orgId }, { dedupeKey: u.orgId });
+    }
+  }
+  await tx.updateTable('billing_cursor').set({ booked_until: to }).execute();
+  return { from, to, entries, blocked };
+}
+
+/** Books every closed window not booked yet; returns what it booked. */
+export async function bookDue(ctx: ServiceContext): Promise<BookedWindow[]> {
+  const done: BookedWindow[] = [];
+  for (;;) {
+    const w = await ctx.db.transaction().execute((tx) => bookNextWindow(ctx, tx));
+    if (!w) return done;
+    done.push(w);
+  }
+}
