@@ -222,12 +222,14 @@ describe('booking', () => {
 });
 
 describe('blocking at zero', () => {
+  let manager: TestOrg;
   let poor: TestOrg;
   let bystander: TestOrg;
   let reader: string;
 
   beforeAll(async () => {
-    poor = await tp.createOrg({ grantCents: 1 });
+    manager = await tp.createOrg({ grantCents: 1 });
+    poor = await tp.createOrg({ grantCents: 1, managedBy: manager.id });
     bystander = await tp.createOrg({ grantCents: 1 });
     const res = await tp.request('POST', '/v1/tokens', {
       token: poor.token,
@@ -288,6 +290,19 @@ describe('blocking at zero', () => {
     const keys = await as('GET', '/v1/tokens');
     const readerKey = keys.body.find((k: { name: string }) => k.name === 'reader');
     expect((await as('DELETE', `/v1/tokens/${readerKey.id}`)).status).toBe(204);
+  });
+
+  it('answers 402 to a manager acting as the blocked organization, not acting as itself', async () => {
+    const as = (org?: string) =>
+      tp.request('POST', '/v1/apps', {
+        token: manager.token,
+        headers: org ? { 'x-platform-org': org } : {},
+        body: { name: `mgr-${org ? 'as' : 'own'}` },
+      });
+    const delegated = await as(poor.id);
+    expect(delegated.status).toBe(402);
+    expect(delegated.body.code).toBe('credit-blocked');
+    expect((await as()).status).toBe(201);
   });
 
   it('leaves other organizations and the operator API alone', async () => {

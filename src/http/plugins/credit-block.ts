@@ -16,7 +16,7 @@ const READS = new Set(['GET', 'HEAD', 'OPTIONS']);
  * Writes that pass a blocked account, by route: what stops spending (machine stop and
  * suspend), billing itself, what takes access away (revoking keys, SSH keys and tokens),
  * signing a command-line client in (device approval, to reach billing), and writes that
- * only read: presigning a bucket object and handing out a database copy's URL. The MCP
+ * only read: presigning a download of a bucket object and handing out a database copy's URL. The MCP
  * endpoint passes: each tool call is judged as the route it runs.
  */
 const OPEN_WRITES: ((method: string, url: string, req: FastifyRequest) => boolean)[] = [
@@ -28,7 +28,10 @@ const OPEN_WRITES: ((method: string, url: string, req: FastifyRequest) => boolea
   (m, url) =>
     m === 'DELETE' && ['/v1/tokens/:id', '/v1/ssh-keys/:id', '/v1/ssh/tokens/:id'].includes(url),
   (m, url) => m === 'POST' && url === '/v1/device/approve',
-  (m, url) => m === 'POST' && url === '/v1/buckets/:name/presign',
+  (m, url, req) =>
+    m === 'POST' &&
+    url === '/v1/buckets/:name/presign' &&
+    (req.body as { op?: unknown } | undefined)?.op !== 'put',
   (m, url) => m === 'POST' && url === '/v1/resources/:name/url',
   (_m, url) => url === '/v1/mcp',
 ];
