@@ -5,6 +5,7 @@
  * store, a cursor set back), catching up after downtime, and blocking at zero with its
  * 402 `credit-blocked`, lifted by a grant.
  */
+import { spawn } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -183,7 +184,7 @@ describe('booking', () => {
     expect((await credits(org)).balanceMicros).toBe(expected.toString());
   });
 
-  it('catches up after downtime: every window recorded while pier was down is booked once', async () => {
+  it('catches up after downtime and a booker killed mid-window: every window booked once', async () => {
     const org = await tp.createOrg({ grantCents: 10 });
     const reuse = { db: tp.db, dataDir: tp.dataDir };
     await tp.platform.close();
@@ -193,6 +194,41 @@ describe('booking', () => {
       for (const quantity of [1, 2, 3]) {
         await recordUsage(store.db, [{ orgId: org.id, kind: 'machine_running_seconds', quantity }]);
         await nextWindow();
+      }
+      // A booker is killed in the middle of the first window: its entry was written, its
+      // transaction waits on the balance (held here), and the process dies.
+      const hold = await store.pool.connect();
+      await hold.query('BEGIN');
+      await hold.query('SELECT 1 FROM credit_accounts WHERE org_id = $1 FOR UPDATE', [org.id]);
+      const child = spawn(
+        process.execPath,
+        ['--import', 'tsx', 'test/billing/booker-process.ts', tp.db.url, '1'],
+        { stdio: ['ignore', 'pipe', 'inherit'] },
+      );
+      try {
+        const waiting = async () =>
+          (
+            await store.pool.query(
+              `SELECT count(*)::int AS n FROM pg_stat_activity
+               WHERE wait_event_type = 'Lock' AND query LIKE '%credit_accounts%'`,
+            )
+          ).rows[0].n > 0;
+        for (let i = 0; !(await waiting()); i++) {
+          if (i > 200) throw new Error('the booker never reached the balance');
+          await sleep(50);
+        }
+        const inFlight = await store.pool.query(
+          `SELECT count(*)::int AS n FROM ledger_entries WHERE org_id = $1`,
+          [org.id],
+        );
+        // Not committed: nobody else sees the entry the booker wrote.
+        expect(inFlight.rows[0].n).toBe(1); // the org's initial grant only
+        child.kill('SIGKILL');
+        await new Promise((r) => child.once('exit', r));
+      } finally {
+        child.kill('SIGKILL');
+        await hold.query('ROLLBACK');
+        hold.release();
       }
     } finally {
       await store.close();
@@ -212,6 +248,7 @@ describe('booking', () => {
     const entries = await usageEntries(org);
     expect(entries.map((e) => e.amountMicros).sort()).toEqual(['-14', '-21', '-7']);
     expect(new Set(entries.map((e) => e.windowFrom)).size).toBe(3);
+    expect((await credits(org)).balanceMicros).toBe(String(10_000_000 - 42));
     // The cursor stands at the open window: nothing closed is left behind.
     const cursor = await tp.platform.ctx.db
       .selectFrom('billing_cursor')
