@@ -30,9 +30,19 @@ export function billingJobs(get: () => ServiceContext) {
   ];
 }
 
+/** Enqueues a booking once a window has closed since the cursor (one job per window). */
+async function enqueueIfDue(ctx: ServiceContext): Promise<void> {
+  const cursor = await ctx.db
+    .selectFrom('billing_cursor')
+    .select('booked_until')
+    .executeTakeFirst();
+  if (cursor && cursor.booked_until.getTime() + windowMsOf(ctx) > Date.now()) return;
+  await enqueue(ctx.db, ctx.jobs, BOOK_JOB, {}, { dedupeKey: 'periodic' });
+}
+
 /**
- * Meters storage every `meteringIntervalMs` and asks for a booking as often as windows
- * close (at least every minute); returns a stopper.
+ * Meters storage every `meteringIntervalMs` and asks for a booking when a window has
+ * closed (looked at every window, at least every minute); returns a stopper.
  */
 export function scheduleBilling(ctx: ServiceContext): () => void {
   const stopMeter = everyInterval(ctx.log, 'storage metering', ctx.config.meteringIntervalMs, () =>
@@ -42,7 +52,7 @@ export function scheduleBilling(ctx: ServiceContext): () => void {
     ctx.log,
     'booking schedule',
     Math.min(windowMsOf(ctx), 60_000),
-    () => enqueue(ctx.db, ctx.jobs, BOOK_JOB, {}, { dedupeKey: 'periodic' }),
+    () => enqueueIfDue(ctx),
     1000,
   );
   return () => {
