@@ -14,26 +14,36 @@ const READS = new Set(['GET', 'HEAD', 'OPTIONS']);
 
 /**
  * Writes that pass a blocked account, by route: what stops spending (machine stop and
- * suspend), billing itself, what takes access away (revoking keys, SSH keys and tokens),
- * signing a command-line client in (device approval, to reach billing), and writes that
- * only read: presigning a download of a bucket object and handing out a database copy's URL. The MCP
- * endpoint passes: each tool call is judged as the route it runs.
+ * suspend), billing itself, what takes access away (revoking keys, SSH keys and tokens,
+ * OAuth grants), signing a command-line client in (device approval, to reach billing),
+ * and writes that only read: presigning a download of a bucket object, handing out a
+ * database copy's URL, looking up an OAuth consent request. The MCP endpoint passes: each
+ * tool call is judged as the route it runs.
  */
+const REVOCATIONS = [
+  '/v1/tokens/:id',
+  '/v1/ssh-keys/:id',
+  '/v1/ssh/tokens/:id',
+  '/v1/oauth/grants/:id',
+];
+const OPEN_POSTS = [
+  '/v1/device/approve',
+  '/v1/resources/:name/url',
+  '/v1/oauth/consent/lookup',
+  '/v1/mcp',
+];
 const OPEN_WRITES: ((method: string, url: string, req: FastifyRequest) => boolean)[] = [
   (_m, url) => url.startsWith('/v1/billing/'),
   (m, url, req) =>
     m === 'POST' &&
     url === '/v1/machines/:id/:action' &&
     ['stop', 'suspend'].includes((req.params as { action?: string }).action ?? ''),
-  (m, url) =>
-    m === 'DELETE' && ['/v1/tokens/:id', '/v1/ssh-keys/:id', '/v1/ssh/tokens/:id'].includes(url),
-  (m, url) => m === 'POST' && url === '/v1/device/approve',
+  (m, url) => m === 'DELETE' && REVOCATIONS.includes(url),
+  (m, url) => m === 'POST' && OPEN_POSTS.includes(url),
   (m, url, req) =>
     m === 'POST' &&
     url === '/v1/buckets/:name/presign' &&
     (req.body as { op?: unknown } | undefined)?.op !== 'put',
-  (m, url) => m === 'POST' && url === '/v1/resources/:name/url',
-  (_m, url) => url === '/v1/mcp',
 ];
 
 export function isOpenWhileBlocked(method: string, url: string, req: FastifyRequest): boolean {
