@@ -210,7 +210,8 @@ describe('booking', () => {
           (
             await store.pool.query(
               `SELECT count(*)::int AS n FROM pg_stat_activity
-               WHERE wait_event_type = 'Lock' AND query LIKE '%credit_accounts%'`,
+               WHERE datname = current_database() AND wait_event_type = 'Lock'
+                 AND query LIKE '%credit_accounts%'`,
             )
           ).rows[0].n > 0;
         for (let i = 0; !(await waiting()); i++) {
