@@ -30,15 +30,14 @@ export async function previewOf(
     .executeTakeFirst();
   const usage = await priceUsage(ctx.db, { from, to, windowMs, lists, orgId });
   const { pricedFrom, reason } = pricedFromOf(account?.created_at ?? null, lists, windowMs);
-  const pricing = reason ?? (pricedFrom! >= to ? 'before-credit' : undefined);
+  const unpriced = reason ?? (pricedFrom! >= to ? 'before-credit' : undefined);
   // The price of each kind shown: the list in force in the period's last window.
-  const last = pricing
+  const last = unpriced
     ? undefined
     : listInForce(lists, windowStart(new Date(to.getTime() - 1), windowMs));
 
-  const kinds = [...USAGE_KIND_NAMES, ...new Set(usage.map((u) => u.kind))].filter(
-    (k, i, all) => all.indexOf(k) === i,
-  );
+  // Every kind, and kinds recorded once that pier no longer knows.
+  const kinds = [...new Set<string>([...USAGE_KIND_NAMES, ...usage.map((u) => u.kind)])];
   let total = 0n;
   const lines = kinds.map((kind) => {
     const mine = usage.filter((u) => u.kind === kind);
@@ -68,9 +67,9 @@ export async function previewOf(
     from: from.toISOString(),
     to: to.toISOString(),
     lines,
-    ...(pricing ? {} : { total: cents(total), totalMicros: total.toString() }),
+    ...(unpriced ? {} : { total: cents(total), totalMicros: total.toString() }),
     pricesDecided: lists.length > 0,
     ...(pricedFrom ? { pricedFrom: pricedFrom.toISOString() } : {}),
-    ...(pricing ? { unpricedReason: pricing } : {}),
+    ...(unpriced ? { unpricedReason: unpriced } : {}),
   };
 }
