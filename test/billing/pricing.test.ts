@@ -1,0 +1,54 @@
+/** The exact arithmetic of pricing (services/billing/pricing.ts): no floating point. */
+import { describe, expect, it } from 'vitest';
+import {
+  priceOf,
+  pricedFromOf,
+  windowCeil,
+  windowStart,
+} from '../../src/services/billing/pricing.js';
+
+describe('priceOf', () => {
+  it('multiplies exactly and rounds half up to the micro-cent', () => {
+    expect(priceOf('12.345', 7)).toBe(86n); // 86.415
+    expect(priceOf('0.5', 3)).toBe(2n); // 1.5
+    expect(priceOf('0.4999999', 1)).toBe(0n);
+    expect(priceOf('0', 1_000_000)).toBe(0n);
+    expect(priceOf('3600.000', 77)).toBe(277_200n);
+    expect(priceOf('0.1', 3)).toBe(0n); // 0.3, where 0.1 × 3 in floats is 0.30000000000000004
+    expect(priceOf('0.7', 5)).toBe(4n); // 3.5 exactly, not 3.4999… as a float
+  });
+
+  it('stays exact far beyond 2^53', () => {
+    const q = '98765432109876.123456789';
+    const p = 1e12;
+    expect(priceOf(q, p)).toBe(98_765_432_109_876_123_456_789_000n);
+  });
+
+  it('refuses what is not a non-negative decimal', () => {
+    for (const bad of ['-1', '1e3', 'abc', '']) expect(() => priceOf(bad, 1)).toThrow();
+  });
+});
+
+describe('windows and pricedFrom', () => {
+  const hour = 3600_000;
+  it('lie on a grid from the epoch', () => {
+    const t = new Date('2026-11-24T10:20:30.400Z');
+    expect(windowStart(t, hour).toISOString()).toBe('2026-11-24T10:00:00.000Z');
+    expect(windowCeil(t, hour).toISOString()).toBe('2026-11-24T11:00:00.000Z');
+    expect(windowCeil(new Date('2026-11-24T10:00:00Z'), hour).toISOString()).toBe(
+      '2026-11-24T10:00:00.000Z',
+    );
+  });
+
+  it('starts pricing at the later of the account’s window and the first list’s next window', () => {
+    const list = { prices: {}, decidedAt: new Date('2026-11-24T10:20:00Z') };
+    expect(pricedFromOf(null, [list], hour)).toEqual({ reason: 'no-credit-account' });
+    expect(pricedFromOf(new Date(), [], hour)).toEqual({ reason: 'no-price-list' });
+    expect(pricedFromOf(new Date('2026-01-01T00:00:00Z'), [list], hour).pricedFrom).toEqual(
+      new Date('2026-11-24T11:00:00Z'),
+    );
+    expect(pricedFromOf(new Date('2026-11-25T08:30:00Z'), [list], hour).pricedFrom).toEqual(
+      new Date('2026-11-25T08:00:00Z'),
+    );
+  });
+});
