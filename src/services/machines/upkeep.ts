@@ -5,6 +5,7 @@
  * should not is stopped; a half-made one is left to its create job.
  */
 import type { ServiceContext } from '../context.js';
+import { creditBlocked } from '../billing/blocking.js';
 import { endOrphanSessions } from './exec-sessions.js';
 import { specOf } from './machines.js';
 import { machinesQuery } from './records.js';
@@ -31,7 +32,8 @@ export async function takeBackMachines(ctx: ServiceContext): Promise<void> {
       const status = await runtime.status(row.id);
       const alive = running.has(row.id);
       let observed = alive ? (status.state === 'suspended' ? 'suspended' : 'running') : 'stopped';
-      if (row.desired_state === 'running' && !alive) {
+      // A blocked organization's machine stays down (spec 3: nothing new starts).
+      if (row.desired_state === 'running' && !alive && !(await creditBlocked(ctx.db, row.org_id))) {
         await runtime.start(await specOf(ctx, row));
         observed = 'running';
         // The time it lay dead is not the customer's.
