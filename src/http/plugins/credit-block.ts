@@ -16,9 +16,9 @@ const READS = new Set(['GET', 'HEAD', 'OPTIONS']);
  * Writes that pass a blocked account, by route: what stops spending (machine stop and
  * suspend), billing itself, what takes access away (revoking keys, SSH keys and tokens,
  * OAuth grants), signing a command-line client in (device approval, to reach billing),
- * and writes that only read: presigning a download of a bucket object, handing out a
- * database copy's URL, looking up an OAuth consent request. The MCP endpoint passes: each
- * tool call is judged as the route it runs.
+ * and writes that only read: presigning a download of a bucket object, a read-only SQL
+ * statement, handing out a database copy's URL, looking up an OAuth consent request.
+ * The MCP endpoint passes: each tool call is judged as the route it runs.
  */
 const REVOCATIONS = [
   '/v1/tokens/:id',
@@ -44,6 +44,10 @@ const OPEN_WRITES: ((method: string, url: string, req: FastifyRequest) => boolea
     m === 'POST' &&
     url === '/v1/buckets/:name/presign' &&
     (req.body as { op?: unknown } | undefined)?.op !== 'put',
+  (m, url, req) =>
+    m === 'POST' &&
+    url === '/v1/resources/:name/sql' &&
+    (req.body as { readOnly?: unknown } | undefined)?.readOnly === true,
 ];
 
 export function isOpenWhileBlocked(method: string, url: string, req: FastifyRequest): boolean {
