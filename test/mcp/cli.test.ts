@@ -33,6 +33,7 @@ it('prints the URL and how to authorize, never the CLI’s own key', async () =>
   expect(res.stdout).toContain(`${tp.url}/v1/mcp`);
   expect(res.stdout).toContain('pier tokens create');
   expect(res.stdout).toContain('Bearer <agent token>');
+  expect(res.stdout).toContain(`${tp.url}/.well-known/oauth-authorization-server`);
   expect(res.stdout).not.toContain(org.token);
 });
 

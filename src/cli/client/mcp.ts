@@ -2,7 +2,8 @@
  * `pier mcp`: what a desktop MCP client needs to reach this platform's `/v1/mcp` — the
  * URL and the Authorization header of an agent token. It mints nothing and never prints
  * the CLI's own key: an agent should hold a key of its own, judged and audited as an agent
- * (`pier tokens create --agent-class …`), which the person can revoke at any time.
+ * (`pier tokens create --agent-class …`), which the person can revoke at any time. A
+ * client that speaks OAuth needs only the URL (the console's consent page does the rest).
  */
 import type { Command } from 'commander';
 import { resolveSettings } from './config-file.js';
@@ -53,6 +54,11 @@ export function registerMcp(program: Command): void {
             (opts.token ? ':' : `, with the token in place of ${PLACEHOLDER}:`),
           '',
           JSON.stringify(config, null, 2),
+          '',
+          'A client that speaks OAuth 2.1 (most desktop and hosted ones) needs only the URL:',
+          'it registers itself and sends you to the console to choose what it may do',
+          `(${apiUrl}/.well-known/oauth-authorization-server).`,
+          `Grants it holds: ${apiUrl}/console/oauth/grants.`,
         );
       }),
     );
