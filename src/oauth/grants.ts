@@ -56,6 +56,8 @@ export async function issueTokens(tx: Tx, grant: GrantRow, now: Date): Promise<I
       agent: grant.agent,
     },
   );
+  // Bound to the MCP endpoint (RFC 8707): the token is refused on the routes called directly.
+  await tx.updateTable('api_keys').set({ audience: 'mcp' }).where('id', '=', key.id).execute();
   await tx.insertInto('oauth_grant_keys').values({ grant_id: grant.id, key_id: key.id }).execute();
   const issued: IssuedTokens = {
     access_token: key.token,

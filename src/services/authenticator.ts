@@ -25,6 +25,8 @@ export interface AuthenticatedKey {
   expiresAt: Date | null;
   agent: AgentBlock | null;
   console: boolean;
+  /** 'mcp': answered on /v1/mcp and the routes its tool calls run, nowhere else. */
+  audience: 'mcp' | null;
 }
 
 export interface OrgAuthState {
@@ -236,6 +238,7 @@ export class Authenticator implements AuthEvents {
           'k.expires_at',
           'k.agent',
           'k.console',
+          'k.audience',
         ])
         .where('k.hash', '=', Buffer.from(cacheKey, 'base64'))
         .where('k.revoked_at', 'is', null)
@@ -250,6 +253,7 @@ export class Authenticator implements AuthEvents {
         expiresAt: row.expires_at,
         agent: row.agent,
         console: row.console,
+        audience: row.audience,
       };
       // An invalidation that arrived while we read would be lost if we cached now.
       if (gen === this.generation) this.keys.set(cacheKey, { value: key, at: Date.now() });

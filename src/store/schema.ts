@@ -57,6 +57,8 @@ export interface ApiKeysTable {
   expires_at: NullableTimestamp;
   agent: ColumnType<AgentBlock | null, string | null, string | null>;
   console: Generated<boolean>;
+  /** 'mcp': an OAuth access token, answered on /v1/mcp and its tool calls only. */
+  audience: Generated<'mcp' | null>;
   created_at: CreatedAt;
   last_used_at: NullableTimestamp;
   revoked_at: NullableTimestamp;

@@ -39,6 +39,11 @@ async function tool(token: string, name: string, args: Record<string, unknown>) 
   return { isError: result.isError === true, text: result.content[0]!.text };
 }
 
+/** The HTTP status /v1/mcp answers a token with (the token works on no other route). */
+async function mcpStatus(token: string): Promise<number> {
+  return (await post(tp.url, ...modernRequest(token, 'tools/list'))).status;
+}
+
 beforeAll(async () => {
   tp = await startTestPlatform({}, { clock: () => new Date(Date.now() + offsetMs) });
   org = await tp.createOrg();
@@ -228,11 +233,10 @@ describe('token endpoint', () => {
     };
     const first = await tokenPost(tp.url, form);
     expect(first.status).toBe(200);
-    const apps = () => tp.request('GET', '/v1/apps', { token: first.body.access_token });
-    expect((await apps()).status).toBe(200);
+    expect(await mcpStatus(first.body.access_token)).toBe(200);
     const second = await tokenPost(tp.url, form);
     expect(second.body.error).toBe('invalid_grant');
-    expect((await apps()).status).toBe(401);
+    expect(await mcpStatus(first.body.access_token)).toBe(401);
   });
 
   it('refuses a code past its 60 seconds', async () => {
@@ -265,18 +269,14 @@ describe('token endpoint', () => {
     expect(await oauthKeys()).toHaveLength(1);
     offsetMs = 61 * 60_000;
     try {
-      const late = await tp.request('GET', '/v1/apps/att-db', { token: tokens.access_token });
-      expect(late.status).toBe(401);
+      expect(await mcpStatus(tokens.access_token)).toBe(401);
       const next = await tokenPost(tp.url, {
         grant_type: 'refresh_token',
         refresh_token: tokens.refresh_token!,
         client_id: client.client_id,
       });
       expect(next.status).toBe(200);
-      const fresh = await tp.request('GET', '/v1/apps/att-db', {
-        token: next.body.access_token,
-      });
-      expect(fresh.status).toBe(200);
+      expect(await mcpStatus(next.body.access_token)).toBe(200);
       // The spent access token leaves the key list: an hourly refresh does not fill it.
       expect(await oauthKeys()).toHaveLength(1);
     } finally {
@@ -326,6 +326,21 @@ describe('what a grant lets a client do', () => {
     expect(write.isError).toBe(true);
     expect(write.text).toContain('agent-token-production-readonly');
     expect((await tool(tokens.access_token, 'apps_list', {})).isError).toBe(false);
+  });
+
+  it('answers its access token on /v1/mcp only (RFC 8707), however the header is dressed', async () => {
+    const tokens = await fullLogin(tp, as, client, REDIRECT, key);
+    expect((await tool(tokens.access_token, 'apps_list', {})).isError).toBe(false);
+    const dressings: Record<string, string>[] = [{}, { 'x-pier-mcp-call': 'a guess' }];
+    for (const headers of dressings) {
+      const direct = await tp.request('GET', '/v1/apps', {
+        token: tokens.access_token,
+        headers,
+      });
+      expect(direct.status).toBe(403);
+      expect(direct.body.code).toBe('token-scope');
+      expect(direct.body.error).toContain('/v1/mcp only');
+    }
   });
 
   it('keeps an app-limited grant to its apps', async () => {

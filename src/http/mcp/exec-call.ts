@@ -12,6 +12,7 @@ import type { CallToolResult } from '@modelcontextprotocol/server';
 import WebSocket from 'ws';
 import type { Caller } from './route-call.js';
 import { routeErrorResult } from './route-call.js';
+import { mcpCallMark } from '../plugins/inner-calls.js';
 
 const OUTPUT_CAP = 256 * 1024;
 
@@ -56,6 +57,7 @@ export function callExec(
   const headers: Record<string, string> = {
     authorization: caller.authorization,
     'x-request-id': caller.requestId,
+    ...mcpCallMark(),
   };
   if (caller.orgHeader) headers['x-platform-org'] = caller.orgHeader;
 

@@ -8,6 +8,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { CallToolResult } from '@modelcontextprotocol/server';
 import type { ToolRoute } from './tools.js';
+import { mcpCallMark } from '../plugins/inner-calls.js';
 
 /** What the MCP request forwards to the route it calls. */
 export interface Caller {
@@ -55,6 +56,7 @@ export async function callRoute(
     authorization: caller.authorization,
     // The audit row of an agent's call carries the MCP request's id.
     'x-request-id': caller.requestId,
+    ...mcpCallMark(),
   };
   if (caller.orgHeader) headers['x-platform-org'] = caller.orgHeader;
   let payload: string | undefined;

@@ -23,6 +23,7 @@ import type {
 import { neededScopeSentence, scopesCover } from '../../services/scopes.js';
 import type { Clock } from '../../services/context.js';
 import type { Db } from '../../store/db.js';
+import { isMcpRequest } from './inner-calls.js';
 import { redactUrl } from './redact.js';
 import type { RouteAuth } from '../route-auth.js';
 
@@ -115,6 +116,12 @@ function admit(req: FastifyRequest, rule: RouteAuth, found: Resolved, deps: Auth
     orgId = target.id;
   }
 
+  if (key.audience === 'mcp' && !isMcpRequest(req)) {
+    throw new ApiError(
+      'token-scope',
+      'This token was issued to an MCP client through OAuth: it is accepted on /v1/mcp only.',
+    );
+  }
   const appName = rule.app?.(req);
   if (!scopesCover(key.scopes, rule.access, appName)) {
     throw new ApiError('token-scope', neededScopeSentence(rule.access, appName));
