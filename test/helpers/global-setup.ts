@@ -11,6 +11,7 @@ import type { TestProject } from 'vitest/node';
 import { startEmbeddedCluster, type EmbeddedCluster } from '../../src/store/embedded.js';
 import { buildCli } from './cli-build.js';
 import { runIdentityPrefix, sweepDeadRuns, sweepRun } from './identities.js';
+import { sweepStaleDataDirs } from './stale-data-dirs.js';
 
 declare module 'vitest' {
   export interface ProvidedContext {
@@ -26,8 +27,10 @@ let dir: string | undefined;
 const cliDir = path.resolve('.test-results', `cli-${process.pid}`);
 
 export async function setup(project: TestProject): Promise<void> {
-  // Database identities (OS users) that crashed runs left; this run's get its prefix.
+  // Database identities (OS users) and data dirs (mounted pools) that crashed runs left;
+  // this run's identities get its prefix.
   await sweepDeadRuns();
+  await sweepStaleDataDirs();
   project.provide('identityPrefix', runIdentityPrefix());
   project.provide('cliEntry', await buildCli(cliDir));
   let url = process.env.PIER_TEST_DATABASE_URL;
