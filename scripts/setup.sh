@@ -12,6 +12,7 @@
 #     sandbox an operator may choose for them; busybox-static and docker-registry: the machine
 #     tests build small images and serve them from a real local OCI registry
 #   - chromium: the console's end-to-end tests drive Debian's browser with playwright-core
+#   - pebble: the edge tests issue real certificates through ACME against Debian's test CA
 #   - the unprivileged `pier` service user that runs the embedded store (each managed
 #     database gets a system user of its own, `pierdb-…`, which pier makes when needed)
 set -euo pipefail
@@ -38,6 +39,7 @@ command -v s3cmd >/dev/null || need+=(s3cmd)
 [ -x /bin/busybox ] || need+=(busybox-static)
 [ -x /usr/bin/docker-registry ] || need+=(docker-registry)
 [ -x /usr/bin/chromium ] || need+=(chromium)
+[ -x /usr/bin/pebble ] || need+=(pebble)
 # mkfs.btrfs lives in sbin, which a non-root PATH may lack: look for the file itself.
 [ -x /usr/sbin/mkfs.btrfs ] || [ -x /sbin/mkfs.btrfs ] || need+=(btrfs-progs)
 
