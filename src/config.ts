@@ -143,6 +143,15 @@ export const configSchema = z.object({
    * machines, at `https://SERVICES_HOST:PORT`. 0 = any free port (tests).
    */
   servicesPort: z.number().int().min(0).max(65535).default(8443),
+  /**
+   * Webhook deliveries (docs/webhooks.md): how long one attempt may take (connect, answer
+   * and the small prefix of the body that is read), and a factor on the retry schedule's
+   * delays (5 s, 5 min, 30 min, …): tests set it small, 1 is the schedule as documented.
+   */
+  webhookTimeoutMs: z.number().int().min(100).max(120_000).default(15_000),
+  webhookRetryScale: z.number().positive().max(1).default(1),
+  /** Attempts one replica runs at once. */
+  webhookConcurrency: z.number().int().min(1).max(1000).default(64),
   /** Largest JSON body accepted by ordinary routes. */
   bodyLimitBytes: z
     .number()
@@ -250,6 +259,9 @@ export function configFromEnv(env: NodeJS.ProcessEnv): ConfigInput {
     machineRuntime: pick('PIER_MACHINE_RUNTIME') as ConfigInput['machineRuntime'],
     servicesHost: pick('PIER_SERVICES_HOST'),
     servicesPort: num('PIER_SERVICES_PORT'),
+    webhookTimeoutMs: num('PIER_WEBHOOK_TIMEOUT_MS'),
+    webhookRetryScale: num('PIER_WEBHOOK_RETRY_SCALE'),
+    webhookConcurrency: num('PIER_WEBHOOK_CONCURRENCY'),
     objectStoreAccessKeyId: pick('PIER_OBJECT_STORE_ACCESS_KEY_ID'),
     objectStoreSecretAccessKey: pick('PIER_OBJECT_STORE_SECRET_ACCESS_KEY'),
   };

@@ -49,7 +49,8 @@ import { migrate } from './store/migrate.js';
 import { lockDataDir, type DataDirLock } from './host/data-dir-lock.js';
 import { resolveServerDir } from './host/server-dir.js';
 import { loadOperatorToken } from './host/operator-token.js';
-import { OutboundGuard } from './host/outbound-guard.js';
+import { OutboundGuard, type Resolver } from './host/outbound-guard.js';
+import { WebhookDispatcher } from './services/webhooks/dispatcher.js';
 
 export interface PlatformOptions {
   logger?: Logger;
@@ -58,6 +59,8 @@ export interface PlatformOptions {
   jobs?: JobDefinition[];
   /** Extra route families (extensions; tests use it for probe routes). */
   extraRoutes?: AppDeps['extraRoutes'];
+  /** How customer-directed calls (webhooks) resolve names; tests inject one. */
+  resolve?: Resolver;
 }
 
 export interface Platform {
@@ -166,6 +169,12 @@ export async function startPlatform(config: Config, opts: PlatformOptions = {}):
     // The S3 gateway's per-process caches (keys, CORS rules), dropped by changes here and,
     // through the authenticator's LISTEN, by changes on other replicas.
     const bucketCaches = new BucketCaches(authenticator);
+    // Calls made for customers (webhook deliveries) reach only what the operator allows.
+    const outbound = new OutboundGuard({
+      allowPrivate: config.allowPrivateTargets,
+      trusted: config.trustedRegistries,
+      resolve: opts.resolve,
+    });
     const ctx: ServiceContext = {
       db: store.db,
       clock,
@@ -185,6 +194,7 @@ export async function startPlatform(config: Config, opts: PlatformOptions = {}):
         execSessions: new Map(),
         checkpointsInFlight: new Set(),
       },
+      outbound,
       machines: hostRuntime({
         dataDir: config.dataDir,
         pool,
@@ -245,6 +255,18 @@ export async function startPlatform(config: Config, opts: PlatformOptions = {}):
     });
     await worker.start();
     undo.push(() => worker.stop());
+    const webhooks = new WebhookDispatcher({
+      db: store.db,
+      pool: store.pool,
+      box,
+      guard: outbound,
+      log: logger.child({ component: 'webhooks' }),
+      timeoutMs: config.webhookTimeoutMs,
+      retryScale: config.webhookRetryScale,
+      concurrency: config.webhookConcurrency,
+    });
+    await webhooks.start();
+    undo.push(() => webhooks.stop());
     const stopSchedule = scheduleHousekeeping(store.db, catalogue);
     undo.push(async () => stopSchedule());
     await takeBackDatabases(ctx);

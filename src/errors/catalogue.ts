@@ -101,6 +101,10 @@ export const errorCatalogue = {
     status: 403,
     message: "The request would take the organization's reserved storage past its limit.",
   },
+  'org-limit-webhooks': {
+    status: 403,
+    message: 'The organization has as many webhooks as allowed.',
+  },
   'csrf-failed': {
     status: 403,
     message: 'The console refused a request without its CSRF token or from another site.',

@@ -3,6 +3,7 @@ import type { EventEmitter } from 'node:events';
 import type { Logger } from 'pino';
 import type { Config } from '../config.js';
 import type { SecretBox } from '../crypto/secret-box.js';
+import type { OutboundGuard } from '../host/outbound-guard.js';
 import type { JobCatalogue } from '../jobs/catalogue.js';
 import type { BlobStore } from '../objects/blobs/blob-store.js';
 import type { DatabaseRuntime } from '../engines/runtime.js';
@@ -64,6 +65,8 @@ export interface ServiceContext {
   pool: PoolHandle;
   /** What this replica keeps in memory (see ReplicaMemory). */
   memory: ReplicaMemory;
+  /** What calls made for customers may reach (webhook deliveries): host/outbound-guard.ts. */
+  outbound: OutboundGuard;
   /** Runs machines on this host (made on first use). */
   machines?: MachineRuntime;
 }

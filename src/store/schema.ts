@@ -486,6 +486,55 @@ export interface BillingCursorTable {
   booked_until: ColumnType<Date, Date | string, Date | string>;
 }
 
+export interface WebhooksTable {
+  id: string;
+  org_id: string;
+  url: string;
+  events: string[];
+  secret_nonce: Buffer;
+  secret_ciphertext: Buffer;
+  enabled: Generated<boolean>;
+  disabled_reason: string | null;
+  disabled_at: NullableTimestamp;
+  created_at: CreatedAt;
+}
+
+export interface WebhookEventsTable {
+  id: string;
+  org_id: string;
+  kind: string;
+  /** The exact body every delivery of the event sends and signs. */
+  payload: string;
+  created_at: CreatedAt;
+}
+
+export interface WebhookDeliveriesTable {
+  id: string;
+  webhook_id: string;
+  event_id: string;
+  org_id: string;
+  status: Generated<'pending' | 'succeeded' | 'failed' | 'cancelled'>;
+  attempts: Generated<number>;
+  next_attempt_at: NullableTimestamp;
+  locked_by: string | null;
+  locked_until: NullableTimestamp;
+  response_status: number | null;
+  error: string | null;
+  created_at: CreatedAt;
+  finished_at: NullableTimestamp;
+}
+
+export interface WebhookAttemptsTable {
+  delivery_id: string;
+  attempt: number;
+  started_at: Timestamp;
+  duration_ms: number;
+  response_status: number | null;
+  error: string | null;
+  outcome: 'succeeded' | 'retry' | 'failed' | 'disabled';
+  next_attempt_at: NullableTimestamp;
+}
+
 export interface Database {
   machines: MachinesTable;
   machine_checkpoints: MachineCheckpointsTable;
@@ -524,4 +573,8 @@ export interface Database {
   oauth_refresh_tokens: OAuthRefreshTokensTable;
   oauth_grant_keys: OAuthGrantKeysTable;
   entrance_rate_windows: EntranceRateWindowsTable;
+  webhooks: WebhooksTable;
+  webhook_events: WebhookEventsTable;
+  webhook_deliveries: WebhookDeliveriesTable;
+  webhook_attempts: WebhookAttemptsTable;
 }

@@ -2,6 +2,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { AppDeps } from '../deps.js';
 import { hostRoutes } from './admin/hosts.js';
+import { mailEventRoutes } from './admin/mail-events.js';
 import { priceRoutes } from './admin/prices.js';
 import { adminRoutes } from './admin/orgs.js';
 import { appRoutes } from './apps/apps.js';
@@ -31,6 +32,7 @@ import { secretRoutes } from './secrets/secrets.js';
 import { sshRoutes } from './ssh/ssh.js';
 import { agentActionRoutes } from './tokens/agent-actions.js';
 import { tokenRoutes } from './tokens/tokens.js';
+import { webhookRoutes } from './webhooks/webhooks.js';
 
 export async function registerRoutes(app: FastifyInstance, deps: AppDeps): Promise<void> {
   for (const family of [
@@ -64,6 +66,8 @@ export async function registerRoutes(app: FastifyInstance, deps: AppDeps): Promi
     oauthDiscoveryRoutes,
     oauthEntranceRoutes,
     oauthConsentRoutes,
+    mailEventRoutes,
+    webhookRoutes,
   ]) {
     family(app, deps);
   }
