@@ -19,7 +19,8 @@ const NAMES: Record<string, string> = {
 };
 async function resolve(name: string): Promise<ResolvedAddress[]> {
   const address = NAMES[name];
-  if (!address) throw Object.assign(new Error(`getaddrinfo ENOTFOUND ${name}`), { code: 'ENOTFOUND' });
+  if (!address)
+    throw Object.assign(new Error(`getaddrinfo ENOTFOUND ${name}`), { code: 'ENOTFOUND' });
   return [{ address, family: 4 }];
 }
 
@@ -30,10 +31,7 @@ let receiver: Receiver;
 
 beforeAll(async () => {
   receiver = await startReceiver();
-  tp = await startTestPlatform(
-    { trustedRegistries: [`127.0.0.1:${receiver.port}`] },
-    { resolve },
-  );
+  tp = await startTestPlatform({ trustedRegistries: [`127.0.0.1:${receiver.port}`] }, { resolve });
   org = await tp.createOrg();
   other = await tp.createOrg();
 });
@@ -53,7 +51,10 @@ async function newKey(body: Record<string, unknown>): Promise<string> {
 
 describe('webhooks', () => {
   it('creates a webhook, shows its secret once and keeps it sealed', async () => {
-    const res = await create({ url: `${receiver.url}/ok/a`, events: ['email.sent', 'email.bounced'] });
+    const res = await create({
+      url: `${receiver.url}/ok/a`,
+      events: ['email.sent', 'email.bounced'],
+    });
     expect(res.status).toBe(201);
     expect(res.body).toEqual({
       id: expect.stringMatching(/^wh-/),
@@ -84,11 +85,15 @@ describe('webhooks', () => {
     expect(box.open(sealed, secretBinding(id))).toBe(secret);
     expect(() => box.open(sealed, secretBinding('wh-other'))).toThrow();
 
-    expect((await tp.request('DELETE', `/v1/webhooks/${id}`, { token: org.token })).status).toBe(204);
+    expect((await tp.request('DELETE', `/v1/webhooks/${id}`, { token: org.token })).status).toBe(
+      204,
+    );
     const again = await tp.request('GET', `/v1/webhooks/${id}`, { token: org.token });
     expect(again.status).toBe(404);
     expect(again.body.code).toBe('not-found');
-    expect((await tp.request('DELETE', `/v1/webhooks/${id}`, { token: org.token })).status).toBe(404);
+    expect((await tp.request('DELETE', `/v1/webhooks/${id}`, { token: org.token })).status).toBe(
+      404,
+    );
   });
 
   it('reports every problem of a body at once, the refused URL included', async () => {
@@ -159,7 +164,9 @@ describe('webhooks', () => {
       });
       expect(theirs.status, path).toBe(404);
       expect(theirs.body.code).toBe('not-found');
-      expect(theirs.body.error.replace(id, 'X')).toBe(missing.body.error.replace('wh-doesnotexist0000', 'X'));
+      expect(theirs.body.error.replace(id, 'X')).toBe(
+        missing.body.error.replace('wh-doesnotexist0000', 'X'),
+      );
     }
     const list = await tp.request('GET', '/v1/webhooks', { token: other.token });
     expect(list.body.map((w: { id: string }) => w.id)).not.toContain(id);
@@ -170,7 +177,9 @@ describe('webhooks', () => {
     const hook = await create({ url: `${receiver.url}/ok/ro`, events: ['email.sent'] });
     const read = await newKey({ name: 'reader', scopes: ['read'] });
     expect((await tp.request('GET', '/v1/webhooks', { token: read })).status).toBe(200);
-    expect((await tp.request('GET', `/v1/webhooks/${hook.body.id}`, { token: read })).status).toBe(200);
+    expect((await tp.request('GET', `/v1/webhooks/${hook.body.id}`, { token: read })).status).toBe(
+      200,
+    );
     const deliveries = await tp.request('GET', `/v1/webhooks/${hook.body.id}/deliveries`, {
       token: read,
     });
@@ -181,7 +190,9 @@ describe('webhooks', () => {
     const del = await tp.request('DELETE', `/v1/webhooks/${hook.body.id}`, { token: read });
     expect(del.body.code).toBe('token-scope');
     const deploy = await newKey({ name: 'deployer', scopes: ['deploy'] });
-    expect((await tp.request('GET', '/v1/webhooks', { token: deploy })).body.code).toBe('token-scope');
+    expect((await tp.request('GET', '/v1/webhooks', { token: deploy })).body.code).toBe(
+      'token-scope',
+    );
     expect((await tp.request('GET', '/v1/webhooks')).status).toBe(401);
   });
 
@@ -197,7 +208,9 @@ describe('webhooks', () => {
     expect(del.body.code).toBe('agent-token-credential');
 
     const prod = await newKey({ name: 'p', agent: { class: 'production' } });
-    expect((await tp.request('GET', `/v1/webhooks/${hook.body.id}`, { token: prod })).status).toBe(200);
+    expect((await tp.request('GET', `/v1/webhooks/${hook.body.id}`, { token: prod })).status).toBe(
+      200,
+    );
     const held = await tp.request('GET', deliveries, { token: prod });
     expect(held.status).toBe(403);
     expect(held.body.code).toBe('agent-token-production-data');

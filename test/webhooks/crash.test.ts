@@ -10,11 +10,7 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import type { ServiceContext } from '../../src/services/context.js';
 import { emitMailEvent } from '../../src/services/webhooks/events.js';
 import { openStore } from '../../src/store/db.js';
-import {
-  restartTestPlatform,
-  startTestPlatform,
-  type TestPlatform,
-} from '../helpers/platform.js';
+import { restartTestPlatform, startTestPlatform, type TestPlatform } from '../helpers/platform.js';
 import { startReceiver, type Receiver } from './receiver.js';
 
 let tp: TestPlatform;

@@ -79,7 +79,10 @@ describe('webhook deliveries', () => {
     const event = await emit('email.delivered', { messageId: 'm-1', to: ['x@y.test'] });
     expect(event.deliveries).toBe(1);
     const [got] = await receiver.waitFor('/ok/signed');
-    const verified = new Webhook(h.secret).verify(got!.body, got!.headers as Record<string, string>);
+    const verified = new Webhook(h.secret).verify(
+      got!.body,
+      got!.headers as Record<string, string>,
+    );
     expect(verified).toEqual({
       type: 'email.delivered',
       timestamp: expect.any(String),
@@ -91,7 +94,10 @@ describe('webhook deliveries', () => {
     const wrong = new Webhook(`whsec_${Buffer.alloc(24, 7).toString('base64')}`);
     expect(() => wrong.verify(got!.body, got!.headers as Record<string, string>)).toThrow();
     expect(() =>
-      new Webhook(h.secret).verify(got!.body.replace('m-1', 'm-2'), got!.headers as Record<string, string>),
+      new Webhook(h.secret).verify(
+        got!.body.replace('m-1', 'm-2'),
+        got!.headers as Record<string, string>,
+      ),
     ).toThrow();
 
     const [d] = await until(h.id, settled);
@@ -101,7 +107,9 @@ describe('webhook deliveries', () => {
       type: 'email.delivered',
       status: 'succeeded',
       responseStatus: 200,
-      attempts: [{ attempt: 1, outcome: 'succeeded', responseStatus: 200, durationMs: expect.any(Number) }],
+      attempts: [
+        { attempt: 1, outcome: 'succeeded', responseStatus: 200, durationMs: expect.any(Number) },
+      ],
     });
     // Only the kinds the webhook asked for.
     await emit('email.bounced');
@@ -123,7 +131,9 @@ describe('webhook deliveries', () => {
       [3, 'succeeded', 200],
     ]);
     expect(d.attempts[0].error).toMatch(/500/);
-    expect(Date.parse(d.attempts[0].nextAttemptAt)).toBeGreaterThanOrEqual(Date.parse(d.attempts[0].at));
+    expect(Date.parse(d.attempts[0].nextAttemptAt)).toBeGreaterThanOrEqual(
+      Date.parse(d.attempts[0].at),
+    );
   });
 
   it(`fails a delivery after ${MAX_ATTEMPTS} attempts`, async () => {
@@ -152,7 +162,10 @@ describe('webhook deliveries', () => {
     await emit('email.sent');
     await until(h.id, settled);
     const got = await tp.request('GET', `/v1/webhooks/${h.id}`, { token: org.token });
-    expect(got.body).toMatchObject({ enabled: false, disabledReason: expect.stringMatching(/410/) });
+    expect(got.body).toMatchObject({
+      enabled: false,
+      disabledReason: expect.stringMatching(/410/),
+    });
     expect((await deliveries(h.id))[0].attempts).toEqual([
       expect.objectContaining({ outcome: 'disabled', responseStatus: 410 }),
     ]);
@@ -173,10 +186,15 @@ describe('webhook deliveries', () => {
     expect(h.attempts[0]).toMatchObject({ outcome: 'succeeded', responseStatus: 200 });
     expect(h.attempts[0].durationMs).toBeLessThan(TIMEOUT_MS);
     const [s] = await until(slow.id, (d) => d[0]?.attempts.length > 0);
-    expect(s.attempts[0]).toMatchObject({ outcome: 'retry', error: `no answer within ${TIMEOUT_MS} ms` });
+    expect(s.attempts[0]).toMatchObject({
+      outcome: 'retry',
+      error: `no answer within ${TIMEOUT_MS} ms`,
+    });
     expect(s.attempts[0].responseStatus).toBeUndefined();
     // Stop retrying the silent one: deleting a webhook ends its pending deliveries.
-    expect((await tp.request('DELETE', `/v1/webhooks/${slow.id}`, { token: org.token })).status).toBe(204);
+    expect(
+      (await tp.request('DELETE', `/v1/webhooks/${slow.id}`, { token: org.token })).status,
+    ).toBe(204);
     expect((await until(ok.id, settled))[0].status).toBe('succeeded');
   });
 
@@ -201,7 +219,9 @@ describe('webhook deliveries', () => {
     await receiver.waitFor('/retry-after/30/deleted');
     const [d] = await until(h.id, (x) => x[0]?.attempts.length === 1);
     expect(d.status).toBe('pending');
-    expect((await tp.request('DELETE', `/v1/webhooks/${h.id}`, { token: org.token })).status).toBe(204);
+    expect((await tp.request('DELETE', `/v1/webhooks/${h.id}`, { token: org.token })).status).toBe(
+      204,
+    );
     const { rows } = await tp.platform.store.pool.query(
       'SELECT count(*)::int AS n FROM webhook_deliveries WHERE webhook_id = $1',
       [h.id],
@@ -213,9 +233,13 @@ describe('webhook deliveries', () => {
     const h = await hook('/ok/many', ['email.complained']);
     for (let i = 0; i < 5; i++) await emit('email.complained', { i });
     await receiver.waitFor('/ok/many', 5);
-    const res = await tp.request('GET', `/v1/webhooks/${h.id}/deliveries?limit=2`, { token: org.token });
+    const res = await tp.request('GET', `/v1/webhooks/${h.id}/deliveries?limit=2`, {
+      token: org.token,
+    });
     expect(res.body).toHaveLength(2);
-    const bad = await tp.request('GET', `/v1/webhooks/${h.id}/deliveries?limit=0`, { token: org.token });
+    const bad = await tp.request('GET', `/v1/webhooks/${h.id}/deliveries?limit=0`, {
+      token: org.token,
+    });
     expect(bad.status).toBe(400);
     expect(bad.body.issues[0].path).toBe('limit');
   });

@@ -44,7 +44,12 @@ export async function startReceiver(host = '127.0.0.1'): Promise<Receiver> {
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
       const path = req.url ?? '/';
-      received.push({ path, headers: req.headers, body: Buffer.concat(chunks).toString(), at: Date.now() });
+      received.push({
+        path,
+        headers: req.headers,
+        body: Buffer.concat(chunks).toString(),
+        at: Date.now(),
+      });
       for (const w of waiters) w();
       const seen = (counts.get(path) ?? 0) + 1;
       counts.set(path, seen);

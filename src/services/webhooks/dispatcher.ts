@@ -168,7 +168,13 @@ export class WebhookDispatcher {
       result.ok || gone
         ? undefined
         : retryDelayMs(attempt, this.opts.retryScale, result.retryAfterMs);
-    const outcome = result.ok ? 'succeeded' : gone ? 'disabled' : delay === undefined ? 'failed' : 'retry';
+    const outcome = result.ok
+      ? 'succeeded'
+      : gone
+        ? 'disabled'
+        : delay === undefined
+          ? 'failed'
+          : 'retry';
     const next =
       delay === undefined
         ? sql<Date | null>`NULL`

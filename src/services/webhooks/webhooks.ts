@@ -13,13 +13,7 @@ import { newId } from '../../crypto/tokens.js';
 import { ApiError, badRequest, notFound, type ValidationIssue } from '../../errors/api-error.js';
 import { OutboundRefused } from '../../host/outbound-guard.js';
 import type { ServiceContext } from '../context.js';
-import {
-  deliveryRows,
-  findWebhook,
-  listWebhookRows,
-  secretBinding,
-  toWebhook,
-} from './records.js';
+import { deliveryRows, findWebhook, listWebhookRows, secretBinding, toWebhook } from './records.js';
 import { newWebhookSecret } from './signature.js';
 
 /** Webhooks one organization may have (docs/webhooks.md, Limits). */

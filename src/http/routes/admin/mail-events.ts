@@ -16,7 +16,7 @@ export function mailEventRoutes(root: FastifyInstance, { ctx }: AppDeps): void {
     config: { auth: 'operator' },
     schema: {
       tags: ['operator'],
-      summary: "Report a mail event: one delivery per enabled webhook of the org for its kind",
+      summary: 'Report a mail event: one delivery per enabled webhook of the org for its kind',
       params: orgIdParams,
       body: mailEventBody,
       response: { 202: mailEventAnswerSchema },
