@@ -79,6 +79,7 @@ const NO_JSON_ANSWER = new Set([
   // OAuth: authorize answers a redirect; revoking a grant 204.
   'GET /v1/oauth/authorize',
   'DELETE /v1/oauth/grants/:id',
+  'DELETE /v1/webhooks/:id',
 ]);
 
 async function registeredRoutes() {
