@@ -9,7 +9,7 @@ import { chmod, mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
-import { resolveConfig } from '../../src/config.js';
+import { resolveConfig, type ConfigInput } from '../../src/config.js';
 import { startPlatform } from '../../src/platform.js';
 
 const MACHINE_POSTGRES = 'postgresql://postgres@127.0.0.1:5432/postgres';
@@ -35,7 +35,8 @@ interface Database {
   drop(): Promise<void>;
 }
 
-export async function startBenchPlatform(): Promise<BenchPlatform> {
+/** `overrides`: settings a benchmark needs (a loopback webhook receiver needs private targets). */
+export async function startBenchPlatform(overrides: ConfigInput = {}): Promise<BenchPlatform> {
   const dataDir = await mkdtemp(path.join(os.tmpdir(), 'pier-bench-'));
   const cleanup: (() => Promise<void>)[] = [() => rm(dataDir, { recursive: true, force: true })];
   // Every step runs even when an earlier one fails; the first failure is reported.
@@ -55,6 +56,7 @@ export async function startBenchPlatform(): Promise<BenchPlatform> {
       dataDir,
       databaseUrl: database?.url,
       logLevel: 'silent',
+      ...overrides,
     });
     const platform = await startPlatform(config);
     cleanup.push(() => platform.close());

@@ -21,10 +21,10 @@ import type pg from 'pg';
 import type { Logger } from 'pino';
 import type { SecretBox } from '../../crypto/secret-box.js';
 import type { OutboundGuard } from '../../host/outbound-guard.js';
-import type { Db, Executor } from '../../store/db.js';
+import type { Db } from '../../store/db.js';
+import { AttemptRecorder } from './recorder.js';
 import { WEBHOOKS_CHANNEL, secretBinding } from './records.js';
-import { retryDelayMs } from './schedule.js';
-import { attemptDelivery, type AttemptResult } from './send.js';
+import { attemptDelivery } from './send.js';
 
 export interface DispatcherOptions {
   db: Db;
@@ -44,6 +44,9 @@ export interface DispatcherOptions {
   pollMs?: number;
 }
 
+/** How long the end of an attempt waits for others before slots are filled again. */
+const CLAIM_COALESCE_MS = 5;
+
 interface Claimed {
   id: string;
   webhook_id: string;
@@ -61,16 +64,19 @@ export class WebhookDispatcher {
   private readonly abort = new AbortController();
   private readonly timers = new Set<NodeJS.Timeout>();
   private readonly leaseMs: number;
+  private readonly recorder: AttemptRecorder;
   private readonly pollMs: number;
   private poll: NodeJS.Timeout | undefined;
   private listener: pg.PoolClient | undefined;
   private filling: Promise<void> | undefined;
   private again = false;
+  private soon: NodeJS.Timeout | undefined;
   private stopped = false;
 
   constructor(private readonly opts: DispatcherOptions) {
     this.leaseMs = opts.leaseMs ?? opts.timeoutMs * 2 + 10_000;
     this.pollMs = opts.pollMs ?? 1000;
+    this.recorder = new AttemptRecorder(opts.db, this.id, opts.retryScale);
   }
 
   async start(): Promise<void> {
@@ -101,6 +107,18 @@ export class WebhookDispatcher {
       });
   }
 
+  /**
+   * A poke a moment later, shared by every attempt that ends meanwhile: one claim then
+   * fills all the slots they freed, instead of one claim (and one commit) per attempt.
+   */
+  private pokeSoon(): void {
+    if (this.soon) return;
+    this.soon = setTimeout(() => {
+      this.soon = undefined;
+      this.poke();
+    }, CLAIM_COALESCE_MS);
+  }
+
   private async fill(): Promise<void> {
     while (!this.stopped && this.inflight.size < this.opts.concurrency) {
       const batch = await this.claim(this.opts.concurrency - this.inflight.size);
@@ -112,7 +130,7 @@ export class WebhookDispatcher {
           )
           .finally(() => {
             this.inflight.delete(p);
-            this.poke();
+            this.pokeSoon();
           });
         this.inflight.add(p);
       }
@@ -120,8 +138,15 @@ export class WebhookDispatcher {
     }
   }
 
+  /**
+   * Claims up to `n` due deliveries. The claim commits without waiting for the WAL flush:
+   * a claim lost in a crash of PostgreSQL only means the delivery is claimed again, which
+   * a crash of ours means anyway.
+   */
   private async claim(n: number): Promise<Claimed[]> {
-    const { rows } = await sql<Claimed>`
+    return this.opts.db.transaction().execute(async (tx) => {
+      await sql`SET LOCAL synchronous_commit = off`.execute(tx);
+      const { rows } = await sql<Claimed>`
       WITH claimed AS (
         UPDATE webhook_deliveries SET locked_by = ${this.id},
           locked_until = now() + make_interval(secs => ${this.leaseMs / 1000})
@@ -137,8 +162,9 @@ export class WebhookDispatcher {
         w.secret_ciphertext, e.payload
       FROM claimed c
       JOIN webhooks w ON w.id = c.webhook_id
-      JOIN webhook_events e ON e.id = c.event_id`.execute(this.opts.db);
-    return rows;
+      JOIN webhook_events e ON e.id = c.event_id`.execute(tx);
+      return rows;
+    });
   }
 
   private async deliver(row: Claimed): Promise<void> {
@@ -157,81 +183,15 @@ export class WebhookDispatcher {
     });
     // Cut short by a stop: not an attempt of the endpoint's; stop() hands the row back.
     if (this.stopped) return;
-    await this.record(row, startedAt, result);
-  }
-
-  /** The attempt, the delivery's next step and (on 410) the webhook's end, in one transaction. */
-  private async record(row: Claimed, startedAt: Date, result: AttemptResult): Promise<void> {
-    const attempt = row.attempts + 1;
-    const gone = result.status === 410;
-    const delay =
-      result.ok || gone
-        ? undefined
-        : retryDelayMs(attempt, this.opts.retryScale, result.retryAfterMs);
-    const outcome = result.ok
-      ? 'succeeded'
-      : gone
-        ? 'disabled'
-        : delay === undefined
-          ? 'failed'
-          : 'retry';
-    const next =
-      delay === undefined
-        ? sql<Date | null>`NULL`
-        : sql<Date>`now() + make_interval(secs => ${delay / 1000})`;
-    await this.opts.db.transaction().execute(async (tx) => {
-      const updated = await sql<{ next_attempt_at: Date | null }>`
-        UPDATE webhook_deliveries SET attempts = ${attempt},
-          status = ${outcome === 'retry' ? 'pending' : outcome === 'succeeded' ? 'succeeded' : 'failed'},
-          next_attempt_at = ${next}, locked_by = NULL, locked_until = NULL,
-          response_status = ${result.status ?? null}, error = ${result.error ?? null},
-          finished_at = ${outcome === 'retry' ? null : sql`now()`}
-        WHERE id = ${row.id} AND locked_by = ${this.id}
-        RETURNING next_attempt_at`.execute(tx);
-      // Deleted with its webhook, or taken over after our lease lapsed: not ours to record.
-      const mine = updated.rows[0];
-      if (!mine) return;
-      await tx
-        .insertInto('webhook_attempts')
-        .values({
-          delivery_id: row.id,
-          attempt,
-          started_at: startedAt,
-          duration_ms: result.durationMs,
-          response_status: result.status ?? null,
-          error: result.error ?? null,
-          outcome,
-          next_attempt_at: mine.next_attempt_at,
-        })
-        .execute();
-      if (gone) await this.disable(tx, row.webhook_id, row.id);
+    const decided = await this.recorder.add({
+      deliveryId: row.id,
+      webhookId: row.webhook_id,
+      attempt: row.attempts + 1,
+      startedAt,
+      result,
     });
-    if (delay !== undefined && delay < this.pollMs) this.wakeIn(delay);
-  }
-
-  /** 410 Gone: the endpoint says it is gone for good; its other pending deliveries end too. */
-  private async disable(tx: Executor, webhookId: string, deliveryId: string): Promise<void> {
-    await tx
-      .updateTable('webhooks')
-      .set({
-        enabled: false,
-        disabled_reason: 'the endpoint answered 410 Gone',
-        disabled_at: sql<Date>`now()` as unknown as Date,
-      })
-      .where('id', '=', webhookId)
-      .execute();
-    await tx
-      .updateTable('webhook_deliveries')
-      .set({
-        status: 'cancelled',
-        next_attempt_at: null,
-        finished_at: sql<Date>`now()` as unknown as Date,
-        error: 'the webhook was disabled (410 Gone)',
-      })
-      .where('webhook_id', '=', webhookId)
-      .where('status', '=', 'pending')
-      .where('id', '<>', deliveryId)
-      .execute();
+    if (decided.delayMs !== undefined && decided.delayMs < this.pollMs)
+      this.wakeIn(decided.delayMs);
   }
 
   private wakeIn(ms: number): void {
@@ -248,9 +208,11 @@ export class WebhookDispatcher {
     this.stopped = true;
     clearInterval(this.poll);
     for (const t of this.timers) clearTimeout(t);
+    clearTimeout(this.soon);
     this.abort.abort();
     await this.filling;
     await Promise.allSettled([...this.inflight]);
+    await this.recorder.idle();
     await sql`UPDATE webhook_deliveries SET locked_by = NULL, locked_until = NULL
       WHERE locked_by = ${this.id} AND status = 'pending'`
       .execute(this.opts.db)
