@@ -232,7 +232,7 @@ const benchmark: Benchmark = {
   description: `webhook deliveries to a loopback receiver (${WEBHOOKS} webhooks; latency at ${RATE} events/s) vs plain signed POSTs`,
   async run({ durationS, warmupS }) {
     const receiver = await startReceiver();
-    const pier = await startBenchPlatform({ allowPrivateTargets: true });
+    const pier = await startBenchPlatform({ allowPrivateTargets: true, servicesPort: 0 });
     try {
       const warm = { events: 50, latencyEvents: Math.max(20, Math.round(warmupS * RATE)) };
       const run = { events: THROUGHPUT_EVENTS, latencyEvents: Math.round(durationS * RATE) };

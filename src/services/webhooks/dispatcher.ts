@@ -121,7 +121,8 @@ export class WebhookDispatcher {
 
   private async fill(): Promise<void> {
     while (!this.stopped && this.inflight.size < this.opts.concurrency) {
-      const batch = await this.claim(this.opts.concurrency - this.inflight.size);
+      const free = this.opts.concurrency - this.inflight.size;
+      const batch = await this.claim(free);
       for (const row of batch) {
         const p: Promise<void> = this.deliver(row)
           .catch((err) =>
@@ -134,7 +135,8 @@ export class WebhookDispatcher {
           });
         this.inflight.add(p);
       }
-      if (batch.length === 0) return;
+      // Fewer than asked for: nothing more is due now (NOTIFY or the poll say when).
+      if (batch.length < free) return;
     }
   }
 

@@ -24,40 +24,28 @@ export async function emitMailEvent(
   const id = newId('evt');
   const createdAt = ctx.clock();
   const payload = eventPayload(body.kind, createdAt, body.data);
+  // One statement: the event, and a delivery (due now) per enabled webhook that takes
+  // the kind. The NOTIFY in the same transaction wakes the dispatchers at commit.
   const deliveries = await ctx.db.transaction().execute(async (tx) => {
-    const org = await tx.selectFrom('orgs').select('id').where('id', '=', orgId).executeTakeFirst();
-    if (!org) throw notFound(`Organization '${orgId}'`);
-    await tx
-      .insertInto('webhook_events')
-      .values({ id, org_id: orgId, kind: body.kind, payload, created_at: createdAt })
-      .execute();
-    const targets = await tx
-      .selectFrom('webhooks')
-      .select('id')
-      .where('org_id', '=', orgId)
-      .where('enabled', '=', true)
-      .where(sql<boolean>`${body.kind} = ANY(events)`)
-      .execute();
-    if (targets.length === 0) return 0;
-    await tx
-      .insertInto('webhook_deliveries')
-      .values(
-        targets.map((w) => ({
-          id: newId('whd'),
-          webhook_id: w.id,
-          event_id: id,
-          org_id: orgId,
-          next_attempt_at: sql<Date>`now()` as unknown as Date,
-          locked_by: null,
-          locked_until: null,
-          response_status: null,
-          error: null,
-          finished_at: null,
-        })),
-      )
-      .execute();
-    await sql`SELECT pg_notify(${WEBHOOKS_CHANNEL}, '')`.execute(tx);
-    return targets.length;
+    const { rows } = await sql<{ org: string | null; deliveries: number }>`
+      WITH org AS (SELECT id FROM orgs WHERE id = ${orgId}),
+      event AS (
+        INSERT INTO webhook_events (id, org_id, kind, payload, created_at)
+        SELECT ${id}, org.id, ${body.kind}, ${payload}, ${createdAt} FROM org
+        RETURNING id),
+      made AS (
+        INSERT INTO webhook_deliveries (id, webhook_id, event_id, org_id, next_attempt_at)
+        SELECT 'whd-' || substr(md5(event.id || w.id), 1, 16), w.id, event.id, w.org_id, now()
+        FROM event JOIN webhooks w ON w.org_id = ${orgId}
+        WHERE w.enabled AND ${body.kind} = ANY(w.events)
+        RETURNING 1)
+      SELECT (SELECT id FROM org) AS org, (SELECT count(*)::int FROM made) AS deliveries`.execute(
+      tx,
+    );
+    const row = rows[0];
+    if (!row?.org) throw notFound(`Organization '${orgId}'`);
+    if (row.deliveries > 0) await sql`SELECT pg_notify(${WEBHOOKS_CHANNEL}, '')`.execute(tx);
+    return row.deliveries;
   });
   return { id, kind: body.kind, createdAt: createdAt.toISOString(), deliveries };
 }
