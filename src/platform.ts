@@ -51,6 +51,7 @@ import { resolveServerDir } from './host/server-dir.js';
 import { loadOperatorToken } from './host/operator-token.js';
 import { OutboundGuard, type Resolver } from './host/outbound-guard.js';
 import { WebhookDispatcher } from './services/webhooks/dispatcher.js';
+import { webhookJobs } from './services/webhooks/jobs.js';
 
 export interface PlatformOptions {
   logger?: Logger;
@@ -152,6 +153,7 @@ export async function startPlatform(config: Config, opts: PlatformOptions = {}):
       ...volumeJobs(() => late.ctx!),
       ...machineJobs(() => late.ctx!),
       ...billingJobs(() => late.ctx!),
+      ...webhookJobs(store.db),
       ...(opts.jobs ?? []),
     ]);
     const databases = new LocalDatabaseRuntime({
@@ -267,7 +269,7 @@ export async function startPlatform(config: Config, opts: PlatformOptions = {}):
     });
     await webhooks.start();
     undo.push(() => webhooks.stop());
-    const stopSchedule = scheduleHousekeeping(store.db, catalogue);
+    const stopSchedule = scheduleHousekeeping(store.db, catalogue, undefined, ['webhooks.prune']);
     undo.push(async () => stopSchedule());
     await takeBackDatabases(ctx);
     await takeBackMachines(ctx);

@@ -54,14 +54,18 @@ export function housekeepingJobs(db: Db) {
   ];
 }
 
-/** Enqueues each housekeeping job now and then every `everyMs`; returns a stopper. */
+/**
+ * Enqueues each housekeeping job, and the services' periodic kinds named in `more`
+ * (payload `{}`), now and then every `everyMs`; returns a stopper.
+ */
 export function scheduleHousekeeping(
   db: Db,
   catalogue: JobCatalogue,
   everyMs = 3_600_000,
+  more: readonly string[] = [],
 ): () => void {
   const tick = () => {
-    for (const kind of ['audit.prune', 'credentials.expire']) {
+    for (const kind of ['audit.prune', 'credentials.expire', ...more]) {
       void enqueue(db, catalogue, kind, {}, { dedupeKey: 'periodic' }).catch(() => {});
     }
   };

@@ -7,6 +7,7 @@
 import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ResolvedAddress } from '../../src/host/outbound-guard.js';
+import { enqueue } from '../../src/jobs/queue.js';
 import { MAX_ATTEMPTS } from '../../src/services/webhooks/schedule.js';
 import { startTestPlatform, type TestOrg, type TestPlatform } from '../helpers/platform.js';
 import { startReceiver, type Receiver } from './receiver.js';
@@ -229,7 +230,7 @@ describe('webhook deliveries', () => {
     expect(rows[0].n).toBe(0);
   });
 
-  it('limits the deliveries listed', async () => {
+  it('limits the deliveries listed, and prunes old ones', async () => {
     const h = await hook('/ok/many', ['email.complained']);
     for (let i = 0; i < 5; i++) await emit('email.complained', { i });
     await receiver.waitFor('/ok/many', 5);
@@ -242,5 +243,34 @@ describe('webhook deliveries', () => {
     });
     expect(bad.status).toBe(400);
     expect(bad.body.issues[0].path).toBe('limit');
+
+    // Finished deliveries older than the retention are pruned, with events no one names.
+    await until(h.id, (d) => d.length === 5 && settled(d));
+    await tp.platform.store.pool.query(
+      `UPDATE webhook_deliveries SET finished_at = now() - interval '31 days' WHERE webhook_id = $1`,
+      [h.id],
+    );
+    await tp.platform.store.pool.query(
+      `UPDATE webhook_events SET created_at = now() - interval '31 days'
+       WHERE id IN (SELECT event_id FROM webhook_deliveries WHERE webhook_id = $1)`,
+      [h.id],
+    );
+    const events = (
+      await tp.platform.store.pool.query(
+        'SELECT event_id FROM webhook_deliveries WHERE webhook_id = $1',
+        [h.id],
+      )
+    ).rows.map((r) => r.event_id);
+    await enqueue(tp.platform.ctx.db, tp.platform.ctx.jobs, 'webhooks.prune', {});
+    await until(h.id, (d) => d.length === 0);
+    for (let i = 0; ; i++) {
+      const { rows } = await tp.platform.store.pool.query(
+        'SELECT count(*)::int AS n FROM webhook_events WHERE id = ANY($1)',
+        [events],
+      );
+      if (rows[0].n === 0) break;
+      if (i > 100) throw new Error('events were not pruned');
+      await new Promise((r) => setTimeout(r, 50));
+    }
   });
 });
