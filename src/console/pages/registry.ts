@@ -14,6 +14,7 @@ import { oauthGrantsFamily } from './oauth-grants.js';
 import { secretsFamily } from './secrets.js';
 import { tokensFamily } from './tokens.js';
 import { volumesFamily } from './volumes.js';
+import { webhooksFamily } from './webhooks.js';
 
 export const PAGE_FAMILIES: PageFamily[] = [
   appsFamily,
@@ -22,6 +23,7 @@ export const PAGE_FAMILIES: PageFamily[] = [
   volumesFamily,
   secretsFamily,
   tokensFamily,
+  webhooksFamily,
   oauthGrantsFamily,
   auditFamily,
   billingFamily,
