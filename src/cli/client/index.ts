@@ -1,4 +1,4 @@
-/** Client commands: login, tokens, ssh-keys, apps, secrets, buckets, db, machines and mcp. */
+/** Client commands: login, tokens, ssh-keys, apps, secrets, buckets, db, machines, mcp and webhooks. */
 import type { Command } from 'commander';
 import { registerApps } from './apps.js';
 import { registerBuckets } from './buckets.js';
@@ -9,6 +9,7 @@ import { registerMcp } from './mcp.js';
 import { registerSecrets } from './secrets.js';
 import { registerSshKeys } from './ssh-keys.js';
 import { registerTokens } from './tokens.js';
+import { registerWebhooks } from './webhooks.js';
 
 /** Adds the client commands to the `pier` program. */
 export function registerClientCommands(program: Command): void {
@@ -21,4 +22,5 @@ export function registerClientCommands(program: Command): void {
   registerDb(program);
   registerMachines(program);
   registerMcp(program);
+  registerWebhooks(program);
 }

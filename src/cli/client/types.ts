@@ -6,6 +6,7 @@ export type { App } from '../../contracts/apps.js';
 export type { DeviceCode, DeviceToken } from '../../contracts/device.js';
 export type { PutSecretsAnswer, Secret } from '../../contracts/secrets.js';
 export type { SshKey } from '../../contracts/ssh.js';
+export type { CreatedWebhook, Delivery, Webhook } from '../../contracts/webhooks.js';
 export type {
   CreatedKey as CreatedToken,
   KeyAgent as AgentBlock,
