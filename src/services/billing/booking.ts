@@ -12,6 +12,7 @@ import { enqueue } from '../../jobs/queue.js';
 import type { Tx } from '../../store/db.js';
 import type { ServiceContext } from '../context.js';
 import { bookEntry } from '../ledger.js';
+import { triggerRecharge } from '../payments/recharge.js';
 import { priceLists } from './prices.js';
 import { priceUsage, unitOf, windowStart } from './pricing.js';
 import { USAGE_LOCK } from './record.js';
@@ -89,6 +90,7 @@ async function bookNextWindow(ctx: ServiceContext, tx: Tx): Promise<BookedWindow
     });
     if (!booked) continue;
     entries++;
+    await triggerRecharge(tx, ctx.jobs, u.orgId);
     if (booked.blockedNow) {
       blocked.push(u.orgId);
       // With the block, in its transaction: the machines stop even if this process dies.
