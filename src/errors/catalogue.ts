@@ -120,7 +120,6 @@ export const errorCatalogue = {
     status: 400,
     message: 'The event is not signed by the payment provider (or is too old).',
   },
-  'payment-failed': { status: 502, message: 'The payment provider refused or failed the payment.' },
   'volume-attached': { status: 409, message: 'The volume is attached; it cannot be deleted.' },
   'volume-needs-single-machine': {
     status: 409,
