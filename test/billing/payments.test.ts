@@ -183,6 +183,17 @@ describe('a checkout top-up', () => {
     expect(res.body).toEqual(missing.body);
   });
 
+  it('answers 502 upstream-failed when the provider refuses the checkout', async () => {
+    bed.stripe.refuseCheckouts = true;
+    try {
+      const res = await as(admin, 'POST', '/v1/billing/topups', { amountCents: 1000 });
+      expect([res.status, res.body.code]).toEqual([502, 'upstream-failed']);
+      expect(res.body.error).toContain('Checkout is not enabled');
+    } finally {
+      bed.stripe.refuseCheckouts = false;
+    }
+  });
+
   it('makes one customer per organization and opens its portal', async () => {
     await topUp(admin, 1000);
     expect(bed.stripe.customers.size).toBe(1);

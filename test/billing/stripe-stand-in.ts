@@ -31,6 +31,8 @@ export interface StripeStandIn {
   eventsUrl: string | undefined;
   /** Off-session charges are declined while this is true. */
   declineCharges: boolean;
+  /** Checkout sessions are refused (400 invalid_request_error) while this is true. */
+  refuseCheckouts: boolean;
   customers: Map<string, Obj>;
   sessions: Map<string, Obj>;
   intents: Map<string, Obj>;
@@ -88,6 +90,7 @@ export async function startStripeStandIn(): Promise<StripeStandIn> {
     webhookSecret,
     eventsUrl: undefined,
     declineCharges: false,
+    refuseCheckouts: false,
     customers: new Map(),
     sessions: new Map(),
     intents: new Map(),
@@ -188,6 +191,9 @@ export async function startStripeStandIn(): Promise<StripeStandIn> {
       return { status: 200, body: c };
     }
     if (method === 'POST' && path === '/v1/checkout/sessions') {
+      if (s.refuseCheckouts) {
+        return stripeError(400, 'invalid_request_error', 'Checkout is not enabled');
+      }
       if (!s.customers.has(body.customer))
         return stripeError(400, 'invalid_request_error', `No such customer: '${body.customer}'`);
       const line = body.line_items?.['0'];

@@ -8,6 +8,7 @@ import { sql } from 'kysely';
 import { ApiError } from '../../errors/api-error.js';
 import type { Executor } from '../../store/db.js';
 import type { ServiceContext } from '../context.js';
+import { atProvider } from './index.js';
 import type { PaymentProvider } from './provider.js';
 
 export async function customerOf(ex: Executor, orgId: string): Promise<string | undefined> {
@@ -31,7 +32,9 @@ export async function ensureCustomer(
     .select('name')
     .where('id', '=', orgId)
     .executeTakeFirstOrThrow();
-  const made = await provider.createCustomer(orgId, org.name);
+  const made = await atProvider('create the customer', () =>
+    provider.createCustomer(orgId, org.name),
+  );
   const row = await ctx.db
     .insertInto('payment_accounts')
     .values({ org_id: orgId, customer_id: made, payment_method_id: null })

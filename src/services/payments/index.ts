@@ -35,3 +35,16 @@ export function requirePaymentProvider(config: Config): PaymentProvider {
   }
   return p;
 }
+
+/** A provider call whose failure (network, refusal) answers 502 `upstream-failed`, named. */
+export async function atProvider<T>(what: string, fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch (err) {
+    if (err instanceof ApiError) throw err;
+    throw new ApiError(
+      'upstream-failed',
+      `The payment provider failed to ${what}: ${err instanceof Error ? err.message : String(err)}`,
+    );
+  }
+}

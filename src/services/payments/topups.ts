@@ -11,7 +11,8 @@ import { badRequest, notFound } from '../../errors/api-error.js';
 import type { ServiceContext } from '../context.js';
 import { getCreditAccount } from '../billing.js';
 import { ensureCustomer, requireCustomer } from './customer.js';
-import { requirePaymentProvider } from './index.js';
+import { failTopup } from './settle.js';
+import { atProvider, requirePaymentProvider } from './index.js';
 
 export const consoleBillingUrl = (ctx: ServiceContext) => `${ctx.config.publicUrl}/console/billing`;
 
@@ -41,13 +42,19 @@ export async function createTopup(
     })
     .execute();
   const back = `${consoleBillingUrl(ctx)}?topup=${topupId}`;
-  const session = await provider.createCheckout({
-    customerId,
-    orgId,
-    topupId,
-    amountCents,
-    successUrl: back,
-    cancelUrl: `${back}&cancelled=1`,
+  const session = await atProvider('create the checkout', () =>
+    provider.createCheckout({
+      customerId,
+      orgId,
+      topupId,
+      amountCents,
+      successUrl: back,
+      cancelUrl: `${back}&cancelled=1`,
+    }),
+  ).catch(async (err: unknown) => {
+    // No session: nothing can pay this top-up.
+    await ctx.db.transaction().execute((tx) => failTopup(tx, topupId, ctx.clock()));
+    throw err;
   });
   await ctx.db
     .updateTable('topups')
@@ -80,5 +87,8 @@ export async function getTopup(ctx: ServiceContext, orgId: string, id: string): 
 export async function portalSession(ctx: ServiceContext, orgId: string): Promise<{ url: string }> {
   const customerId = await requireCustomer(ctx.db, orgId);
   const provider = requirePaymentProvider(ctx.config);
-  return { url: await provider.portalUrl(customerId, consoleBillingUrl(ctx)) };
+  const url = await atProvider('open the portal', () =>
+    provider.portalUrl(customerId, consoleBillingUrl(ctx)),
+  );
+  return { url };
 }
