@@ -87,6 +87,12 @@ export const configSchema = z.object({
   billingWindowSeconds: z.number().int().min(1).max(86_400).default(3600),
   /** How often running time and storage are recorded as usage. */
   meteringIntervalMs: z.number().int().min(100).default(60_000),
+  /** Enables the Stripe payment provider (top-ups, auto-recharge, portal; docs/billing.md). */
+  stripeSecretKey: z.string().min(1).optional(),
+  /** Base URL the Stripe SDK talks to; absent = Stripe's API (tests: a local stand-in). */
+  stripeApiUrl: z.string().url().optional(),
+  /** Verifies the provider's signed events (`Stripe-Signature`) on POST /v1/billing/stripe/events. */
+  stripeWebhookSecret: z.string().min(1).optional(),
   /** Where object bytes live: absent = DATA_DIR/objects; `s3://bucket/prefix?endpoint=…` = an S3 service. */
   objectStoreUrl: z.string().optional(),
   objectStoreAccessKeyId: z.string().optional(),
@@ -248,6 +254,9 @@ export function configFromEnv(env: NodeJS.ProcessEnv): ConfigInput {
     livenessIntervalMs: num('PIER_MACHINE_LIVENESS_MS'),
     billingWindowSeconds: num('PIER_BILLING_WINDOW_SECONDS'),
     meteringIntervalMs: num('PIER_METERING_INTERVAL_MS'),
+    stripeSecretKey: pick('PIER_STRIPE_SECRET_KEY'),
+    stripeApiUrl: pick('PIER_STRIPE_API_URL'),
+    stripeWebhookSecret: pick('PIER_STRIPE_WEBHOOK_SECRET'),
     objectStoreUrl: pick('PIER_OBJECT_STORE_URL'),
     storagePool: pick('PIER_STORAGE_POOL') as ConfigInput['storagePool'],
     storagePoolGb: num('PIER_STORAGE_POOL_GB'),

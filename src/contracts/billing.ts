@@ -142,3 +142,43 @@ export const previewSchema = z.object({
   unpricedReason: z.enum(['no-price-list', 'no-credit-account', 'before-credit']).optional(),
 });
 export type Preview = z.infer<typeof previewSchema>;
+
+/** Largest single top-up or auto-recharge amount: €100,000. */
+export const MAX_TOPUP_CENTS = 10_000_000;
+const cents = z.number().int().min(0);
+
+/** POST /v1/billing/topups (console admin). */
+export const topupBody = z.strictObject({
+  amountCents: z.number().int().min(1).max(MAX_TOPUP_CENTS),
+});
+export type TopupBody = z.output<typeof topupBody>;
+
+export const topupAnswerSchema = z.object({
+  topupId: z.string(),
+  amountCents: z.number().int(),
+  checkoutUrl: z.string(),
+  sessionId: z.string(),
+});
+export type TopupAnswer = z.infer<typeof topupAnswerSchema>;
+
+/** GET /v1/billing/topups/:id (pier): where a top-up stands, for the console's return page. */
+export const topupSchema = z.object({
+  topupId: z.string(),
+  amountCents: z.number().int(),
+  origin: z.enum(['checkout', 'auto-recharge']),
+  state: z.enum(['pending', 'paid', 'failed']),
+  createdAt: z.string(),
+  settledAt: z.string().nullable(),
+});
+export type Topup = z.infer<typeof topupSchema>;
+
+/** PUT /v1/billing/auto-recharge (console admin). */
+export const autoRechargeBody = z.strictObject({
+  enabled: z.boolean(),
+  thresholdCents: cents.max(MAX_TOPUP_CENTS).default(0),
+  amountCents: cents.max(MAX_TOPUP_CENTS).default(0),
+  capCents: cents.max(1_000_000_000).default(0),
+});
+export type AutoRechargeBody = z.output<typeof autoRechargeBody>;
+
+export const portalAnswerSchema = z.object({ url: z.string() });

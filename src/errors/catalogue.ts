@@ -115,6 +115,15 @@ export const errorCatalogue = {
   },
   'not-prepaid': { status: 409, message: 'The organization has no credit account.' },
   'no-customer': { status: 409, message: 'There is no payment relationship yet.' },
+  // pier: payments (docs/billing.md)
+  'payments-unavailable': {
+    status: 503,
+    message: 'This installation has no payment provider; the operator grants credit.',
+  },
+  'bad-signature': {
+    status: 400,
+    message: 'The event is not signed by the payment provider (or is too old).',
+  },
   'volume-attached': { status: 409, message: 'The volume is attached; it cannot be deleted.' },
   'volume-needs-single-machine': {
     status: 409,

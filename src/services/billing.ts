@@ -41,15 +41,25 @@ export async function getCreditAccount(ex: Executor, orgId: string): Promise<Cre
     warnAtPercent: row.warn_at_percent,
     minTopupCents: row.min_topup_cents,
     priced: await pricedKinds(ex),
-    autoRecharge: {
-      enabled: false,
-      thresholdCents: 0,
-      amountCents: 0,
-      capCents: 0,
-      pending: false,
-      failedAt: null,
-      hasPaymentMethod: false,
-    },
+    autoRecharge: await autoRechargeOf(ex, orgId),
+  };
+}
+
+/** The auto-recharge rule and its state (services/payments/recharge.ts); off until set. */
+async function autoRechargeOf(ex: Executor, orgId: string): Promise<CreditAccount['autoRecharge']> {
+  const p = await ex
+    .selectFrom('payment_accounts')
+    .selectAll()
+    .where('org_id', '=', orgId)
+    .executeTakeFirst();
+  return {
+    enabled: p?.recharge_enabled ?? false,
+    thresholdCents: p?.threshold_cents ?? 0,
+    amountCents: p?.amount_cents ?? 0,
+    capCents: p?.cap_cents ?? 0,
+    pending: p?.recharge_pending ?? false,
+    failedAt: p?.recharge_failed_at?.toISOString() ?? null,
+    hasPaymentMethod: p?.payment_method_id != null,
   };
 }
 

@@ -533,6 +533,38 @@ export interface WebhookAttemptsTable {
   error: string | null;
   outcome: 'succeeded' | 'retry' | 'failed' | 'disabled';
   next_attempt_at: NullableTimestamp;
+/** The organization's customer at the payment provider and its auto-recharge (services/payments/). */
+export interface PaymentAccountsTable {
+  org_id: string;
+  customer_id: string | null;
+  payment_method_id: string | null;
+  recharge_enabled: Generated<boolean>;
+  threshold_cents: Generated<number>;
+  amount_cents: Generated<number>;
+  cap_cents: Generated<number>;
+  recharged_cents: ColumnType<string, string | number | undefined, string | number>;
+  recharge_pending: Generated<boolean>;
+  recharge_failed_at: NullableTimestamp;
+}
+
+/** Every top-up, checkout or auto-recharge, pending until paid or failed (services/payments/). */
+export interface TopupsTable {
+  id: string;
+  org_id: string;
+  amount_cents: number;
+  origin: 'checkout' | 'auto-recharge';
+  state: Generated<'pending' | 'paid' | 'failed'>;
+  session_id: string | null;
+  payment_intent_id: string | null;
+  created_at: CreatedAt;
+  settled_at: NullableTimestamp;
+}
+
+/** Provider events already handled, by the provider's event id (services/payments/events.ts). */
+export interface ProviderEventsTable {
+  id: string;
+  type: string;
+  received_at: CreatedAt;
 }
 
 export interface Database {
@@ -565,6 +597,9 @@ export interface Database {
   ledger_entries: LedgerEntriesTable;
   price_lists: PriceListsTable;
   billing_cursor: BillingCursorTable;
+  payment_accounts: PaymentAccountsTable;
+  topups: TopupsTable;
+  provider_events: ProviderEventsTable;
   jobs: JobsTable;
   mcp_rate_windows: McpRateWindowsTable;
   oauth_clients: OAuthClientsTable;

@@ -4,13 +4,14 @@
  * that route's refusal in place (an organization that is not prepaid has no credit
  * account: 409 `not-prepaid`), so one refusal does not hide the rest of the page.
  *
- * The top-up and auto-recharge forms come with the billing issue: their place is the
- * marked `#billing-actions` section below the balance.
+ * Below the balance, `#billing-actions` holds the top-up, auto-recharge and portal forms
+ * (billing-actions.ts).
  */
 import type { CreditAccount, LedgerPage, UsageList } from '../../contracts/billing.js';
 import { Refusal } from '../api.js';
 import { html, type Html } from '../html.js';
 import { errorBox } from '../layout.js';
+import { billingActions, euros, registerBillingActions, topupReturn } from './billing-actions.js';
 import type { PageFamily } from './family.js';
 import { enc } from './form-values.js';
 import { slotted, usageCharts } from './usage-chart.js';
@@ -33,8 +34,6 @@ async function orRefusal<T>(call: Promise<T>, show: (value: T) => Html): Promise
   }
 }
 
-const euros = (cents: number) => `€${(cents / 100).toFixed(2)}`;
-
 function balance(a: CreditAccount): Html {
   return html`<dl class="facts balance">
     <dt>Balance</dt>
@@ -46,9 +45,13 @@ function balance(a: CreditAccount): Html {
     <dt>Priced usage</dt>
     <dd>${a.priced.length ? a.priced.join(', ') : html`<span class="muted">none yet</span>`}</dd>
     <dt>Auto-recharge</dt>
-    <dd>
-      ${a.autoRecharge.enabled ? `below ${euros(a.autoRecharge.thresholdCents)}, add ${euros(a.autoRecharge.amountCents)}` : 'off'}
+    <dd class="auto-recharge-state">
+      ${a.autoRecharge.enabled ? `below ${euros(a.autoRecharge.thresholdCents)}, add ${euros(a.autoRecharge.amountCents)} (at most ${euros(a.autoRecharge.capCents)} in total)` : 'off'}
+      ${a.autoRecharge.pending ? html` · <span class="muted">a charge is in flight</span>` : ''}
+      ${a.autoRecharge.failedAt ? html` · <span class="bad">the last charge failed ${when(a.autoRecharge.failedAt)}; save the rule again to retry</span>` : ''}
     </dd>
+    <dt>Saved card</dt>
+    <dd>${a.autoRecharge.hasPaymentMethod ? 'yes' : 'none yet'}</dd>
   </dl>`;
 }
 
@@ -108,14 +111,19 @@ function periodPicker(current: string): Html {
 export const billingFamily: PageFamily = {
   nav: [{ key: 'billing', label: 'Billing', href: '/console/billing' }],
   register(router) {
+    registerBillingActions(router);
     router.page('/console/billing', async (c) => {
       const key = c.query.period && PERIODS[c.query.period] ? c.query.period : '30d';
       const period = PERIODS[key]!;
       const to = new Date();
       const from = new Date(to.getTime() - period.ms);
       const usageQuery = { from: from.toISOString(), to: to.toISOString() };
-      const [credits, entries, used] = await Promise.all([
-        orRefusal(c.api.call<CreditAccount>('GET', '/v1/billing/credits'), balance),
+      let account: CreditAccount | undefined;
+      const [credits, entries, used, returned] = await Promise.all([
+        orRefusal(c.api.call<CreditAccount>('GET', '/v1/billing/credits'), (a) => {
+          account = a;
+          return balance(a);
+        }),
         orRefusal(
           c.api.call<LedgerPage>('GET', '/v1/billing/ledger', { query: { limit: '50' } }),
           ledger,
@@ -123,17 +131,16 @@ export const billingFamily: PageFamily = {
         orRefusal(c.api.call<UsageList>('GET', '/v1/usage', { query: usageQuery }), (l) =>
           usage(l, period.slots),
         ),
+        orRefusal(topupReturn(c), (h) => h),
       ]);
       return {
         title: 'Billing',
         nav: 'billing',
         styles: [c.assets.url('data.css')],
         body: html`<h2>Balance</h2>
-          ${credits}
-          <section id="billing-actions" class="coming" aria-label="Top-up and auto-recharge">
-            <!-- Top-up (POST /v1/billing/topups) and auto-recharge (PUT /v1/billing/auto-recharge)
-                 forms go here: they come with the billing issue. -->
-            <p>Top-up and auto-recharge forms come here with the billing issue.</p>
+          ${returned} ${credits}
+          <section id="billing-actions" aria-label="Top-up and auto-recharge">
+            ${billingActions(c, account)}
           </section>
           <h2>Usage</h2>
           ${periodPicker(key)} ${used}

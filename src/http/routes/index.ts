@@ -12,6 +12,7 @@ import { bucketCorsRoutes } from './buckets/cors.js';
 import { bucketCredentialRoutes } from './buckets/credentials.js';
 import { bucketObjectRoutes } from './buckets/objects.js';
 import { billingRoutes } from './billing/credits.js';
+import { paymentRoutes } from './billing/payments.js';
 import { consoleMeRoutes } from './console/me.js';
 import { consoleRoutes } from './console/sign-in.js';
 import { databaseRoutes } from './databases/databases.js';
@@ -53,6 +54,7 @@ export async function registerRoutes(app: FastifyInstance, deps: AppDeps): Promi
     bucketCorsRoutes,
     bucketCredentialRoutes,
     billingRoutes,
+    paymentRoutes,
     databaseRoutes,
     databaseTunnelRoutes,
     databaseSqlRoutes,

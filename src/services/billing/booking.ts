@@ -12,6 +12,7 @@ import { enqueue } from '../../jobs/queue.js';
 import type { Tx } from '../../store/db.js';
 import type { ServiceContext } from '../context.js';
 import { bookEntry } from '../ledger.js';
+import { triggerRecharge } from '../payments/recharge.js';
 import { priceLists } from './prices.js';
 import { priceUsage, unitOf, windowStart } from './pricing.js';
 import { USAGE_LOCK } from './record.js';
@@ -76,6 +77,7 @@ async function bookNextWindow(ctx: ServiceContext, tx: Tx): Promise<BookedWindow
   const at = ctx.clock();
   let entries = 0;
   const blocked: string[] = [];
+  const charged = new Set<string>();
   for (const u of priced) {
     if (!u.amountMicros) continue; // unpriced, free, or less than half a micro-cent
     const booked = await bookEntry(tx, u.orgId, {
@@ -89,12 +91,15 @@ async function bookNextWindow(ctx: ServiceContext, tx: Tx): Promise<BookedWindow
     });
     if (!booked) continue;
     entries++;
+    charged.add(u.orgId);
     if (booked.blockedNow) {
       blocked.push(u.orgId);
       // With the block, in its transaction: the machines stop even if this process dies.
       await enqueue(tx, ctx.jobs, STOP_BLOCKED_JOB, { orgId: u.orgId }, { dedupeKey: u.orgId });
     }
   }
+  // Auto-recharge looks at each debited balance once, after all of its window's entries.
+  for (const orgId of charged) await triggerRecharge(tx, ctx.jobs, orgId);
   await tx.updateTable('billing_cursor').set({ booked_until: to }).execute();
   return { from, to, entries, blocked };
 }

@@ -10,6 +10,7 @@ import { enqueue } from '../../jobs/queue.js';
 import type { ServiceContext } from '../context.js';
 import { everyInterval } from '../ticker.js';
 import { bookDue, windowMsOf } from './booking.js';
+import { rechargeJob } from '../payments/recharge.js';
 import { meterStorage } from './meter-storage.js';
 import { stopBlockedJob } from './stop-blocked.js';
 
@@ -27,6 +28,7 @@ export function billingJobs(get: () => ServiceContext) {
       },
     }),
     stopBlockedJob(get),
+    rechargeJob(get),
   ];
 }
 
