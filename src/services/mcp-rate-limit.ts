@@ -126,7 +126,11 @@ function limited(limit: number, now: Date): ApiError {
 function leaseSize(state: OrgState, lease: WindowLease, limit: number, at: number): number {
   const max = Math.max(1, Math.floor(limit * MAX_LEASE_SHARE));
   const last = state.last;
-  const paced = last ? Math.ceil((last.size * LEASE_TARGET_MS) / Math.max(1, at - last.at)) : 1;
+  // The pace since the last lease, grown at most fourfold a lease: one quick burst does not
+  // claim a large share at once.
+  const paced = last
+    ? Math.min(4 * last.size, Math.ceil((last.size * LEASE_TARGET_MS) / Math.max(1, at - last.at)))
+    : 1;
   const wanted = Math.max(paced, lease.waiting.length);
   return Math.max(1, Math.min(wanted, max, limit - lease.seen));
 }
