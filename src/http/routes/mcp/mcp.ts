@@ -5,7 +5,7 @@
  * `Mcp-Name` header checks) and the 2025 revisions (`initialize`) served statelessly.
  * In front of it sit pier's own checks: the bearer key (the auth row: F, agent tokens
  * judged per tool by the route the tool runs as), the browser Origin, and the limit of
- * 120 tool calls per minute per organization counted in PostgreSQL.
+ * 120 tool calls per minute per organization, shared in PostgreSQL through leases.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { ApiError } from '../../../errors/api-error.js';
@@ -63,6 +63,10 @@ export function mcpRoutes(root: FastifyInstance, { ctx, config }: AppDeps): void
   let handler: ReturnType<typeof mcpHandler> | undefined;
   const handlerOf = () => (handler ??= mcpHandler(mcpServerFactory(root), config.bodyLimitBytes));
   root.addHook('onClose', async () => handler?.close());
+  // The origin of the public URL, parsed again only when the URL changes.
+  let known = { url: '', origin: '' };
+  const originOf = (url: string) =>
+    known.url === url ? known.origin : (known = { url, origin: new URL(url).origin }).origin;
 
   // A 401 tells an OAuth client where to log in (RFC 9728 5.1): resource_metadata, and
   // invalid_token when the bearer it sent is unknown, revoked or expired.
@@ -89,7 +93,7 @@ export function mcpRoutes(root: FastifyInstance, { ctx, config }: AppDeps): void
       },
       async (req, reply) => {
         // Read per request: a listener on port 0 learns its public URL after the app is built.
-        const ownOrigin = new URL(config.publicUrl).origin;
+        const ownOrigin = originOf(config.publicUrl);
         const origin = req.headers.origin;
         // A browser page of another site must not drive a signed-in person's key (DNS
         // rebinding, cross-site posts); desktop clients send no Origin at all.
@@ -103,21 +107,29 @@ export function mcpRoutes(root: FastifyInstance, { ctx, config }: AppDeps): void
         const body = typeof req.body === 'string' ? req.body : '';
         const msg = parsed(body);
         if (Array.isArray(msg)) return reply.code(400).send(BATCH_REFUSED);
-        if (isToolCall(msg)) await countMcpToolCall(ctx.db, p.orgId, ctx.clock());
+        if (isToolCall(msg)) {
+          // Most calls take a place this replica already leased: no promise to wait on.
+          const counting = countMcpToolCall(ctx.db, p.orgId, ctx.clock());
+          if (counting) await counting;
+        }
 
         const caller: Caller = {
           authorization: req.headers.authorization!,
           orgHeader: req.headers['x-platform-org'] as string | undefined,
           requestId: req.id,
         };
-        const res = await handlerOf().fetch(
-          new Request(`${ownOrigin}/v1/mcp`, { method: 'POST', headers: webHeaders(req), body }),
-          {
-            authInfo: { token: '', clientId: p.key.id, scopes: [], extra: { caller } },
-            // Parsed once here; a body that is not JSON is left to the SDK's parse error.
-            ...(msg === undefined ? {} : { parsedBody: msg }),
-          },
-        );
+        // A parsed message goes to the SDK as `parsedBody`, which it then never reads from
+        // the request: a request without a body spares building and reading a stream.
+        const request = new Request(`${ownOrigin}/v1/mcp`, {
+          method: 'POST',
+          headers: webHeaders(req),
+          ...(msg === undefined ? { body } : {}),
+        });
+        const res = await handlerOf().fetch(request, {
+          authInfo: { token: '', clientId: p.key.id, scopes: [], extra: { caller } },
+          // Parsed once here; a body that is not JSON is left to the SDK's parse error.
+          ...(msg === undefined ? {} : { parsedBody: msg }),
+        });
         reply.code(res.status);
         res.headers.forEach((value, key) => void reply.header(key, value));
         const text = await res.text();
