@@ -143,6 +143,18 @@ export const configSchema = z.object({
    * machines, at `https://SERVICES_HOST:PORT`. 0 = any free port (tests).
    */
   servicesPort: z.number().int().min(0).max(65535).default(8443),
+  /** HOST:PORT of the TLS edge for app traffic (SNI, custom domains, zones); absent = none. */
+  tlsListen: z.string().regex(listenPattern, 'must be HOST:PORT').optional(),
+  /** Where customers point their DNS records (shown in domain and zone answers); absent = public host. */
+  edgeAddress: z.string().min(1).optional(),
+  /** The ACME directory certificates come from (CONTRACT 6). */
+  acmeDirectoryUrl: z.string().url().default('https://acme-v02.api.letsencrypt.org/directory'),
+  /** A PEM bundle trusted, on top of the system's, when talking to the ACME server. */
+  acmeCaFile: z.string().min(1).optional(),
+  /** The ACME account's contact. */
+  acmeEmail: z.string().email().optional(),
+  /** HOST:PORT of the DNS server domain and zone checks ask; absent = the system resolver. */
+  dnsResolver: z.string().regex(listenPattern, 'must be HOST:PORT').optional(),
   /** Largest JSON body accepted by ordinary routes. */
   bodyLimitBytes: z
     .number()
@@ -251,6 +263,12 @@ export function configFromEnv(env: NodeJS.ProcessEnv): ConfigInput {
     servicesHost: pick('PIER_SERVICES_HOST'),
     servicesPort: num('PIER_SERVICES_PORT'),
     objectStoreAccessKeyId: pick('PIER_OBJECT_STORE_ACCESS_KEY_ID'),
+    tlsListen: pick('PIER_TLS_LISTEN'),
+    edgeAddress: pick('PIER_EDGE_ADDRESS'),
+    acmeDirectoryUrl: pick('PIER_ACME_DIRECTORY_URL'),
+    acmeCaFile: pick('PIER_ACME_CA_FILE'),
+    acmeEmail: pick('PIER_ACME_EMAIL'),
+    dnsResolver: pick('PIER_DNS_RESOLVER'),
     objectStoreSecretAccessKey: pick('PIER_OBJECT_STORE_SECRET_ACCESS_KEY'),
   };
 }
