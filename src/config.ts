@@ -172,6 +172,8 @@ export type Config = z.output<typeof configSchema> & {
   listenPort: number;
   /** Whether publicUrl was given (else it follows the listener, even a port chosen at 0). */
   publicUrlGiven: boolean;
+  /** Port of the TLS edge once it listens (HTTPS URLs of redirects); undefined = no edge. */
+  tlsPublicPort?: number;
 };
 
 /** Validates a partial config and fills in what derives from other fields. */

@@ -50,6 +50,10 @@ import { lockDataDir, type DataDirLock } from './host/data-dir-lock.js';
 import { resolveServerDir } from './host/server-dir.js';
 import { loadOperatorToken } from './host/operator-token.js';
 import { OutboundGuard } from './host/outbound-guard.js';
+import { startTlsEdge } from './edge/tls-listener.js';
+import { contextFor } from './services/domains/certificates.js';
+import { edgeJobs, scheduleEdgeChecks } from './services/domains/jobs.js';
+import { startEdgeTable } from './services/domains/hosts.js';
 
 export interface PlatformOptions {
   logger?: Logger;
@@ -149,6 +153,7 @@ export async function startPlatform(config: Config, opts: PlatformOptions = {}):
       ...volumeJobs(() => late.ctx!),
       ...machineJobs(() => late.ctx!),
       ...billingJobs(() => late.ctx!),
+      ...edgeJobs(() => late.ctx!),
       ...(opts.jobs ?? []),
     ]);
     const databases = new LocalDatabaseRuntime({
@@ -220,6 +225,24 @@ export async function startPlatform(config: Config, opts: PlatformOptions = {}):
       extraRoutes: opts.extraRoutes,
     });
     undo.push(() => app.close());
+    const stopEdgeTable = await startEdgeTable(ctx);
+    undo.push(async () => stopEdgeTable());
+    if (config.tlsListen) {
+      // The TLS edge: app traffic over HTTPS, through the same proxy as the plain listener.
+      const [, host = '127.0.0.1', tlsPort = '443'] =
+        /^\[?(.*?)\]?:(\d+)$/.exec(config.tlsListen) ?? [];
+      const edge = await startTlsEdge({
+        host,
+        port: Number(tlsPort),
+        contextFor: (name) => contextFor(ctx, name),
+        onRequest: (req, res) => void app.appProxy.handle(req, res),
+        onUpgrade: (req, socket, head) => void app.appProxy.upgrade(req, socket, head),
+        onError: (err, servername) => logger.warn({ err, servername }, 'edge: no TLS context'),
+      });
+      undo.push(() => edge.close());
+      config.tlsPublicPort = edge.port;
+      logger.info({ port: edge.port }, 'the TLS edge is serving');
+    }
     await app.listen({ host: config.listenHost, port: config.listenPort });
     const address = app.server.address();
     const port = typeof address === 'object' && address ? address.port : config.listenPort;
@@ -266,6 +289,8 @@ export async function startPlatform(config: Config, opts: PlatformOptions = {}):
     undo.push(async () => stopUpkeep());
     const stopOrphanSweep = scheduleOrphanSweep(ctx);
     undo.push(async () => stopOrphanSweep());
+    const stopEdgeChecks = scheduleEdgeChecks(ctx);
+    undo.push(async () => stopEdgeChecks());
 
     const base = `http://${urlHost(config.listenHost)}:${port}`;
     logger.info(

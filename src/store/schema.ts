@@ -542,6 +542,7 @@ interface EdgeProgress {
   verified_at: NullableTimestamp;
   cert_issued_at: NullableTimestamp;
   cert_not_after: NullableTimestamp;
+  next_check_at: NullableTimestamp;
   created_at: CreatedAt;
 }
 

@@ -27,6 +27,7 @@ import { oauthConsentRoutes } from './oauth/consent.js';
 import { oauthDiscoveryRoutes } from './oauth/discovery.js';
 import { oauthEntranceRoutes } from './oauth/entrances.js';
 import { deviceRoutes } from './device/device.js';
+import { domainRoutes } from './domains/domains.js';
 import { secretRoutes } from './secrets/secrets.js';
 import { sshRoutes } from './ssh/ssh.js';
 import { agentActionRoutes } from './tokens/agent-actions.js';
@@ -64,6 +65,7 @@ export async function registerRoutes(app: FastifyInstance, deps: AppDeps): Promi
     oauthDiscoveryRoutes,
     oauthEntranceRoutes,
     oauthConsentRoutes,
+    domainRoutes,
   ]) {
     family(app, deps);
   }

@@ -16,6 +16,8 @@ CREATE TABLE edge_zones (
   verified_at     timestamptz,
   cert_issued_at  timestamptz,
   cert_not_after  timestamptz,
+  -- When the sweep queues the next check (retry after a failure, or renewal).
+  next_check_at   timestamptz,
   created_at      timestamptz NOT NULL DEFAULT now()
 );
 CREATE INDEX edge_zones_org ON edge_zones (org_id, zone);
@@ -38,6 +40,7 @@ CREATE TABLE edge_domains (
   verified_at     timestamptz,
   cert_issued_at  timestamptz,
   cert_not_after  timestamptz,
+  next_check_at   timestamptz,
   created_at      timestamptz NOT NULL DEFAULT now()
 );
 CREATE INDEX edge_domains_app ON edge_domains (app_id, domain);
