@@ -58,12 +58,33 @@ export async function newAccountKey(): Promise<string> {
 }
 
 /**
+ * Registers the account of `accountKeyPem` (or finds it) and returns its URL. Orders then
+ * name the account by URL: a second registration of an existing account would be an
+ * empty update, which strict servers (pebble) refuse.
+ */
+export async function registerAccount(
+  settings: AcmeSettings,
+  accountKeyPem: string,
+): Promise<string> {
+  trustCa(settings.caFile);
+  const client = new acme.Client({
+    directoryUrl: settings.directoryUrl,
+    accountKey: accountKeyPem,
+  });
+  await client.createAccount({
+    termsOfServiceAgreed: true,
+    ...(settings.email ? { contact: [`mailto:${settings.email}`] } : {}),
+  });
+  return client.getAccountUrl();
+}
+
+/**
  * Orders one certificate for `names` (a wildcard `*.zone` needs DNS-01), answering the
  * challenges through `sink` in the order of `priority`, and returns it with its key.
  */
 export async function issueCertificate(
   settings: AcmeSettings,
-  accountKeyPem: string,
+  account: { keyPem: string; url: string },
   names: string[],
   sink: ChallengeSink,
   priority: ChallengeType[],
@@ -71,7 +92,8 @@ export async function issueCertificate(
   trustCa(settings.caFile);
   const client = new acme.Client({
     directoryUrl: settings.directoryUrl,
-    accountKey: accountKeyPem,
+    accountKey: account.keyPem,
+    accountUrl: account.url,
     backoffAttempts: 10,
     backoffMin: 200,
     backoffMax: 3000,

@@ -574,6 +574,7 @@ export interface EdgeCertificatesTable {
 
 export interface EdgeAcmeAccountsTable {
   directory_url: string;
+  account_url: string;
   key_nonce: Buffer;
   key_sealed: Buffer;
   created_at: CreatedAt;

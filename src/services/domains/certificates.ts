@@ -7,6 +7,7 @@ import tls from 'node:tls';
 import {
   issueCertificate,
   newAccountKey,
+  registerAccount,
   type ChallengeAnswer,
   type ChallengeSink,
   type ChallengeType,
@@ -78,25 +79,44 @@ export async function dropCertificate(ctx: ServiceContext, name: string): Promis
   edgeMemory(ctx).contexts.delete(name);
 }
 
-/** The account key for the configured directory, made and stored on first use. */
-async function accountKey(ctx: ServiceContext): Promise<string> {
+/** The ACME account for the configured directory, registered and stored on first use. */
+async function account(ctx: ServiceContext): Promise<{ keyPem: string; url: string }> {
   const url = ctx.config.acmeDirectoryUrl;
   const row = await ctx.db
     .selectFrom('edge_acme_accounts')
     .selectAll()
     .where('directory_url', '=', url)
     .executeTakeFirst();
-  if (row)
-    return ctx.box.open({ nonce: row.key_nonce, ciphertext: row.key_sealed }, accountBinding(url));
-  const key = await newAccountKey();
-  const sealed = ctx.box.seal(key, accountBinding(url));
+  if (row) {
+    const keyPem = ctx.box.open(
+      { nonce: row.key_nonce, ciphertext: row.key_sealed },
+      accountBinding(url),
+    );
+    return { keyPem, url: row.account_url };
+  }
+  const keyPem = await newAccountKey();
+  const accountUrl = await registerAccount(acmeSettings(ctx), keyPem);
+  const sealed = ctx.box.seal(keyPem, accountBinding(url));
   await ctx.db
     .insertInto('edge_acme_accounts')
-    .values({ directory_url: url, key_nonce: sealed.nonce, key_sealed: sealed.ciphertext })
+    .values({
+      directory_url: url,
+      account_url: accountUrl,
+      key_nonce: sealed.nonce,
+      key_sealed: sealed.ciphertext,
+    })
     .onConflict((oc) => oc.column('directory_url').doNothing())
     .execute();
-  // Two replicas racing: the stored key wins.
-  return accountKey(ctx);
+  // Two replicas racing: the stored account wins.
+  return account(ctx);
+}
+
+function acmeSettings(ctx: ServiceContext) {
+  return {
+    directoryUrl: ctx.config.acmeDirectoryUrl,
+    caFile: ctx.config.acmeCaFile,
+    email: ctx.config.acmeEmail,
+  };
 }
 
 /**
@@ -130,12 +150,8 @@ export async function obtainCertificate(
   priority: ChallengeType[],
 ): Promise<IssuedCertificate> {
   const cert = await issueCertificate(
-    {
-      directoryUrl: ctx.config.acmeDirectoryUrl,
-      caFile: ctx.config.acmeCaFile,
-      email: ctx.config.acmeEmail,
-    },
-    await accountKey(ctx),
+    acmeSettings(ctx),
+    await account(ctx),
     names,
     storeSink(ctx),
     priority,

@@ -106,6 +106,8 @@ export function edgeResolver(ctx: ServiceContext, httpsPort: () => number | unde
     const route = edgeRouteOf(edgeMemory(ctx).table, host);
     if (!route) return undefined;
     const encrypted = (req.socket as Partial<TLSSocket>).encrypted === true;
+    // The ACME CA's HTTP-01 requests name the domain: the API answers them, not the app.
+    if (!encrypted && req.url?.startsWith(ACME_HTTP_PATH)) return undefined;
     const port = httpsPort();
     const path = req.url ?? '/';
     const httpsBase = (name: string) =>
@@ -119,6 +121,8 @@ export function edgeResolver(ctx: ServiceContext, httpsPort: () => number | unde
     return { app: route.app };
   };
 }
+
+const ACME_HTTP_PATH = '/.well-known/acme-challenge/';
 
 function hostOnly(hostHeader: string): string {
   let host = hostHeader.toLowerCase();

@@ -58,6 +58,7 @@ CREATE TABLE edge_certificates (
 -- The ACME account per directory URL; its key sealed.
 CREATE TABLE edge_acme_accounts (
   directory_url text PRIMARY KEY,
+  account_url   text NOT NULL,
   key_nonce     bytea NOT NULL,
   key_sealed    bytea NOT NULL,
   created_at    timestamptz NOT NULL DEFAULT now()
