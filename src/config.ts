@@ -155,6 +155,11 @@ export const configSchema = z.object({
   acmeEmail: z.string().email().optional(),
   /** HOST:PORT of the DNS server domain and zone checks ask; absent = the system resolver. */
   dnsResolver: z.string().regex(listenPattern, 'must be HOST:PORT').optional(),
+  /**
+   * HOST:PORT (UDP) of pier's own DNS server for `acme.<edge host>`, where zones delegate
+   * `_acme-challenge` (edge/acme-dns.ts); absent = no zones (503 `zones-unavailable`).
+   */
+  dnsListen: z.string().regex(listenPattern, 'must be HOST:PORT').optional(),
   /** Largest JSON body accepted by ordinary routes. */
   bodyLimitBytes: z
     .number()
@@ -271,6 +276,7 @@ export function configFromEnv(env: NodeJS.ProcessEnv): ConfigInput {
     acmeCaFile: pick('PIER_ACME_CA_FILE'),
     acmeEmail: pick('PIER_ACME_EMAIL'),
     dnsResolver: pick('PIER_DNS_RESOLVER'),
+    dnsListen: pick('PIER_DNS_LISTEN'),
     objectStoreSecretAccessKey: pick('PIER_OBJECT_STORE_SECRET_ACCESS_KEY'),
   };
 }

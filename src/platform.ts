@@ -51,6 +51,9 @@ import { resolveServerDir } from './host/server-dir.js';
 import { loadOperatorToken } from './host/operator-token.js';
 import { OutboundGuard } from './host/outbound-guard.js';
 import { startTlsEdge } from './edge/tls-listener.js';
+import { startAcmeDns } from './edge/acme-dns.js';
+import { acmeTxtValues } from './services/domains/zones.js';
+import { edgeAddressOf } from './services/domains/records.js';
 import { contextFor } from './services/domains/certificates.js';
 import { edgeJobs, scheduleEdgeChecks } from './services/domains/jobs.js';
 import { startEdgeTable } from './services/domains/hosts.js';
@@ -227,6 +230,20 @@ export async function startPlatform(config: Config, opts: PlatformOptions = {}):
     undo.push(() => app.close());
     const stopEdgeTable = await startEdgeTable(ctx);
     undo.push(async () => stopEdgeTable());
+    if (config.dnsListen) {
+      // pier's own DNS for the zones' delegated `_acme-challenge` names (DNS-01).
+      const [, host = '127.0.0.1', dnsPort = '53'] =
+        /^\[?(.*?)\]?:(\d+)$/.exec(config.dnsListen) ?? [];
+      const dns = await startAcmeDns({
+        host,
+        port: Number(dnsPort),
+        edgeHost: edgeAddressOf(config),
+        upstream: config.dnsResolver,
+        txtFor: (label) => acmeTxtValues(ctx, label),
+      });
+      undo.push(() => dns.close());
+      logger.info({ port: dns.port }, 'the edge DNS is serving');
+    }
     if (config.tlsListen) {
       // The TLS edge: app traffic over HTTPS, through the same proxy as the plain listener.
       const [, host = '127.0.0.1', tlsPort = '443'] =

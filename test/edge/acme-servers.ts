@@ -13,6 +13,8 @@ import { selfSignedCert } from '../helpers/self-signed.js';
 
 export async function freePort(): Promise<number> {
   const server = net.createServer();
+  // (UDP users of the port: the DNS servers; a free TCP port is free for UDP here often
+  // enough, and a clash fails the start loudly.)
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const port = (server.address() as net.AddressInfo).port;
   await new Promise((resolve) => server.close(resolve));
@@ -49,6 +51,7 @@ export interface DnsServer {
   setTxt(host: string, value: string): Promise<void>;
   clearTxt(host: string): Promise<void>;
   addA(host: string, addresses: string[]): Promise<void>;
+  setCname(host: string, target: string): Promise<void>;
   clearA(host: string): Promise<void>;
   close(): Promise<void>;
 }
@@ -73,6 +76,7 @@ export async function startDnsServer(): Promise<DnsServer> {
     address: `127.0.0.1:${dnsPort}`,
     setTxt: (host, value) => call('set-txt', { host: fqdn(host), value }),
     clearTxt: (host) => call('clear-txt', { host: fqdn(host) }),
+    setCname: (host, target) => call('set-cname', { host: fqdn(host), target: fqdn(target) }),
     addA: (host, addresses) => call('add-a', { host: fqdn(host), addresses }),
     clearA: (host) => call('clear-a', { host: fqdn(host) }),
     close: () => stop(child),

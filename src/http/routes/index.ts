@@ -28,6 +28,7 @@ import { oauthDiscoveryRoutes } from './oauth/discovery.js';
 import { oauthEntranceRoutes } from './oauth/entrances.js';
 import { deviceRoutes } from './device/device.js';
 import { domainRoutes } from './domains/domains.js';
+import { zoneRoutes } from './domains/zones.js';
 import { secretRoutes } from './secrets/secrets.js';
 import { sshRoutes } from './ssh/ssh.js';
 import { agentActionRoutes } from './tokens/agent-actions.js';
@@ -66,6 +67,7 @@ export async function registerRoutes(app: FastifyInstance, deps: AppDeps): Promi
     oauthEntranceRoutes,
     oauthConsentRoutes,
     domainRoutes,
+    zoneRoutes,
   ]) {
     family(app, deps);
   }

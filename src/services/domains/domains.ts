@@ -46,7 +46,7 @@ async function findDomain(
 }
 
 /** Refuses names the platform answers itself: default addresses and the edge's name. */
-function checkNotPlatformName(ctx: ServiceContext, domain: string): void {
+export function checkNotPlatformName(ctx: ServiceContext, domain: string): void {
   const publicHost = new URL(ctx.config.publicUrl).hostname;
   for (const own of [publicHost, edgeAddressOf(ctx.config)]) {
     if (isWithin(domain, own))

@@ -11,6 +11,8 @@ import { everyInterval } from '../ticker.js';
 import type { ServiceContext } from '../context.js';
 import { runDomainCheck } from './checks.js';
 import { DOMAIN_CHECK_JOB } from './domains.js';
+import { runZoneCheck } from './zone-checks.js';
+import { ZONE_CHECK_JOB } from './zones.js';
 
 export const EDGE_SWEEP_MS = 5000;
 
@@ -23,6 +25,15 @@ export function edgeJobs(get: () => ServiceContext) {
       backoffMs: exponentialBackoff(2000),
       async run({ domainId }) {
         await runDomainCheck(get(), domainId);
+      },
+    }),
+    defineJob({
+      kind: ZONE_CHECK_JOB,
+      payload: z.object({ zoneId: z.string() }),
+      maxAttempts: 5,
+      backoffMs: exponentialBackoff(2000),
+      async run({ zoneId }) {
+        await runZoneCheck(get(), zoneId);
       },
     }),
   ];
@@ -39,6 +50,14 @@ export async function sweepEdgeChecks(ctx: ServiceContext): Promise<void> {
       .execute();
     for (const { id } of due)
       await enqueue(tx, ctx.jobs, DOMAIN_CHECK_JOB, { domainId: id }, { dedupeKey: id });
+    const dueZones = await tx
+      .updateTable('edge_zones')
+      .set({ next_check_at: null })
+      .where('next_check_at', '<=', sql<Date>`now()`)
+      .returning('id')
+      .execute();
+    for (const { id } of dueZones)
+      await enqueue(tx, ctx.jobs, ZONE_CHECK_JOB, { zoneId: id }, { dedupeKey: id });
   });
 }
 
