@@ -205,6 +205,15 @@ export function resolveConfig(input: ConfigInput): Config {
   };
 }
 
+/** `HOST:PORT` of a listen setting → host (IPv6 without brackets) and port. */
+export function splitListen(listen: string): { host: string; port: number } {
+  const m = listenPattern.exec(listen);
+  return {
+    host: (m?.groups?.host ?? '127.0.0.1').replace(/^\[|\]$/g, ''),
+    port: Number(m?.groups?.port ?? 0),
+  };
+}
+
 /** `host` as a URL names it: an IPv6 address in brackets, anything else as it is. */
 export function urlHost(host: string): string {
   return host.includes(':') && !host.startsWith('[') ? `[${host}]` : host;

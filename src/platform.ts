@@ -7,7 +7,7 @@ import { chmod, mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import pino, { type Logger } from 'pino';
-import { servicesUrl, urlHost, type Config } from './config.js';
+import { servicesUrl, splitListen, urlHost, type Config } from './config.js';
 import { platformCa } from './crypto/ca.js';
 import { SecretBox, loadMasterKey } from './crypto/secret-box.js';
 import { buildApp } from './http/app.js';
@@ -232,11 +232,8 @@ export async function startPlatform(config: Config, opts: PlatformOptions = {}):
     undo.push(async () => stopEdgeTable());
     if (config.dnsListen) {
       // pier's own DNS for the zones' delegated `_acme-challenge` names (DNS-01).
-      const [, host = '127.0.0.1', dnsPort = '53'] =
-        /^\[?(.*?)\]?:(\d+)$/.exec(config.dnsListen) ?? [];
       const dns = await startAcmeDns({
-        host,
-        port: Number(dnsPort),
+        ...splitListen(config.dnsListen),
         edgeHost: edgeAddressOf(config),
         upstream: config.dnsResolver,
         txtFor: (label) => acmeTxtValues(ctx, label),
@@ -246,11 +243,8 @@ export async function startPlatform(config: Config, opts: PlatformOptions = {}):
     }
     if (config.tlsListen) {
       // The TLS edge: app traffic over HTTPS, through the same proxy as the plain listener.
-      const [, host = '127.0.0.1', tlsPort = '443'] =
-        /^\[?(.*?)\]?:(\d+)$/.exec(config.tlsListen) ?? [];
       const edge = await startTlsEdge({
-        host,
-        port: Number(tlsPort),
+        ...splitListen(config.tlsListen),
         contextFor: (name) => contextFor(ctx, name),
         onRequest: (req, res) => void app.appProxy.handle(req, res),
         onUpgrade: (req, socket, head) => void app.appProxy.upgrade(req, socket, head),

@@ -274,6 +274,38 @@ describe('custom domains', () => {
     }
   });
 
+  it('renews when the row says so: the sweep queues the check, a new certificate follows', async () => {
+    const before = await waitFor('shop', 'shop.example.test', 'cert_issued');
+    const old = await tp.platform.ctx.db
+      .selectFrom('edge_certificates')
+      .select('chain_pem')
+      .where('name', '=', 'shop.example.test')
+      .executeTakeFirstOrThrow();
+    // Renewal time reached (as the check set it, a third of the lifetime before expiry).
+    await tp.platform.ctx.db
+      .updateTable('edge_domains')
+      .set({ next_check_at: new Date(Date.now() - 1000) })
+      .where('domain', '=', 'shop.example.test')
+      .execute();
+    let after: any = before;
+    for (let i = 0; i < 150 && after.certIssuedAt === before.certIssuedAt; i++) {
+      await new Promise((r) => setTimeout(r, 100));
+      after = (await call('GET', '/v1/apps/shop/domains')).body.find(
+        (d: { domain: string }) => d.domain === 'shop.example.test',
+      );
+    }
+    expect(after.status).toBe('cert_issued');
+    expect(after.certIssuedAt).not.toBe(before.certIssuedAt);
+    expect(after.attempts).toBeGreaterThan(before.attempts);
+    const renewed = await tp.platform.ctx.db
+      .selectFrom('edge_certificates')
+      .select('chain_pem')
+      .where('name', '=', 'shop.example.test')
+      .executeTakeFirstOrThrow();
+    expect(renewed.chain_pem).not.toBe(old.chain_pem);
+    expect((await httpsGet('shop.example.test', await pebble.root())).status).toBe(503);
+  }, 60_000);
+
   it('deletes a domain: it stops routing and its certificate goes', async () => {
     expect((await call('DELETE', '/v1/apps/shop/domains/www.example.test')).status).toBe(204);
     expect((await call('DELETE', '/v1/apps/shop/domains/www.example.test')).status).toBe(404);
