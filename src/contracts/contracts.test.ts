@@ -79,6 +79,10 @@ const NO_JSON_ANSWER = new Set([
   // OAuth: authorize answers a redirect; revoking a grant 204.
   'GET /v1/oauth/authorize',
   'DELETE /v1/oauth/grants/:id',
+  // The edge: removing a domain or a zone 204; the ACME CA's HTTP-01 fetch is plain text.
+  'DELETE /v1/apps/:name/domains/:domain',
+  'DELETE /v1/domains/zones/:zone',
+  'GET /.well-known/acme-challenge/:token',
 ]);
 
 async function registeredRoutes() {

@@ -58,3 +58,6 @@ export const domainCheckAnswerSchema = z.object({
   domain: z.string(),
   record: domainSchema,
 });
+
+/** `GET /.well-known/acme-challenge/:token` (the ACME CA's HTTP-01 fetch). */
+export const acmeChallengeParams = z.object({ token: z.string().max(256) });

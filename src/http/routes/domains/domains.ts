@@ -1,8 +1,8 @@
 /** Custom domains of an app (spec 4.8), and the ACME HTTP-01 answers (CONTRACT 6). */
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
-import { z } from 'zod';
 import {
+  acmeChallengeParams,
   addDomainBody,
   domainCheckAnswerSchema,
   domainListSchema,
@@ -90,7 +90,7 @@ export function domainRoutes(root: FastifyInstance, { ctx }: AppDeps): void {
   // The ACME CA fetches HTTP-01 answers here, on whichever replica it reaches.
   app.get('/.well-known/acme-challenge/:token', {
     config: { auth: 'public' },
-    schema: { hide: true, params: z.object({ token: z.string().max(256) }) },
+    schema: { hide: true, params: acmeChallengeParams },
     handler: async (req, reply) => {
       const answer = await httpChallengeAnswer(ctx, req.params.token);
       if (answer === undefined)
