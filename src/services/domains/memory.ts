@@ -30,7 +30,6 @@ export interface EdgeMemory {
   /** null: known to have no certificate. */
   contexts: Map<string, tls.SecureContext | null>;
   table?: EdgeTable;
-  loading?: Promise<EdgeTable>;
 }
 
 // Per platform (tests run several in one process), not per module.
@@ -43,11 +42,4 @@ export function edgeMemory(ctx: ServiceContext): EdgeMemory {
     memories.set(ctx, m);
   }
   return m;
-}
-
-/** A change to domains, zones or certificates was committed here. */
-export function edgeChanged(ctx: ServiceContext): void {
-  const m = edgeMemory(ctx);
-  m.table = undefined;
-  m.contexts.clear();
 }
