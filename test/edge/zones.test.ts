@@ -7,6 +7,7 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import https from 'node:https';
 import os from 'node:os';
+import tls from 'node:tls';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestPlatform, type TestOrg, type TestPlatform } from '../helpers/platform.js';
@@ -220,6 +221,27 @@ describe('zones', () => {
       expect(res.status, `${method} ${p}`).toBe(403);
       expect(res.body.code).toBe('token-scope');
     }
+  });
+
+  it('hands WebSocket upgrades over TLS to the proxy as well', async () => {
+    const ca = await pebble.root();
+    const head = await new Promise<string>((resolve, reject) => {
+      const socket = tls.connect(
+        { host: '127.0.0.1', port: tlsPort, servername: 'web.corp.test', ca },
+        () =>
+          socket.write(
+            'GET /ws HTTP/1.1\r\nHost: web.corp.test\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n' +
+              'Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n',
+          ),
+      );
+      let text = '';
+      socket.on('data', (c) => (text += c));
+      socket.on('close', () => resolve(text));
+      socket.on('error', reject);
+    });
+    // The proxy's own answer for an app without a machine, written on the raw socket.
+    expect(head).toMatch(/^HTTP\/1\.1 503/);
+    expect(head).toContain('"code":"unavailable"');
   });
 
   it('answers 503 zones-unavailable without the edge DNS', async () => {
