@@ -27,6 +27,8 @@ export const LAYERS = [
   ['objects', 2],
   ['storage', 1.5],
   ['host', 1],
+  // The edge's primitives: ACME orders, DNS questions, the TLS listener, host-name rules.
+  ['edge', 1.2],
   ['ssh', 0.5],
   ['crypto', 0.2],
   ['contracts', 0],

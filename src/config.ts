@@ -158,6 +158,23 @@ export const configSchema = z.object({
   webhookRetryScale: z.number().positive().max(1).default(1),
   /** Attempts one replica runs at once. */
   webhookConcurrency: z.number().int().min(1).max(1000).default(64),
+  /** HOST:PORT of the TLS edge for app traffic (SNI, custom domains, zones); absent = none. */
+  tlsListen: z.string().regex(listenPattern, 'must be HOST:PORT').optional(),
+  /** Where customers point their DNS records (shown in domain and zone answers); absent = public host. */
+  edgeAddress: z.string().min(1).optional(),
+  /** The ACME directory certificates come from (CONTRACT 6). */
+  acmeDirectoryUrl: z.string().url().default('https://acme-v02.api.letsencrypt.org/directory'),
+  /** A PEM bundle trusted, on top of the system's, when talking to the ACME server. */
+  acmeCaFile: z.string().min(1).optional(),
+  /** The ACME account's contact. */
+  acmeEmail: z.string().email().optional(),
+  /** HOST:PORT of the DNS server domain and zone checks ask; absent = the system resolver. */
+  dnsResolver: z.string().regex(listenPattern, 'must be HOST:PORT').optional(),
+  /**
+   * HOST:PORT (UDP) of pier's own DNS server for `acme.<edge host>`, where zones delegate
+   * `_acme-challenge` (edge/acme-dns.ts); absent = no zones (503 `zones-unavailable`).
+   */
+  dnsListen: z.string().regex(listenPattern, 'must be HOST:PORT').optional(),
   /** Largest JSON body accepted by ordinary routes. */
   bodyLimitBytes: z
     .number()
@@ -175,6 +192,8 @@ export type Config = z.output<typeof configSchema> & {
   listenPort: number;
   /** Whether publicUrl was given (else it follows the listener, even a port chosen at 0). */
   publicUrlGiven: boolean;
+  /** Port of the TLS edge once it listens (HTTPS URLs of redirects); undefined = no edge. */
+  tlsPublicPort?: number;
 };
 
 /** Validates a partial config and fills in what derives from other fields. */
@@ -198,6 +217,15 @@ export function resolveConfig(input: ConfigInput): Config {
     publicUrl: (c.publicUrl ?? `http://${hostForUrl}:${listenPort}`).replace(/\/+$/, ''),
     publicUrlGiven: c.publicUrl !== undefined,
     servicesHost: c.servicesHost ?? firstHostOf(c.machinesCidr),
+  };
+}
+
+/** `HOST:PORT` of a listen setting → host (IPv6 without brackets) and port. */
+export function splitListen(listen: string): { host: string; port: number } {
+  const m = listenPattern.exec(listen);
+  return {
+    host: (m?.groups?.host ?? '127.0.0.1').replace(/^\[|\]$/g, ''),
+    port: Number(m?.groups?.port ?? 0),
   };
 }
 
@@ -272,6 +300,13 @@ export function configFromEnv(env: NodeJS.ProcessEnv): ConfigInput {
     webhookRetryScale: num('PIER_WEBHOOK_RETRY_SCALE'),
     webhookConcurrency: num('PIER_WEBHOOK_CONCURRENCY'),
     objectStoreAccessKeyId: pick('PIER_OBJECT_STORE_ACCESS_KEY_ID'),
+    tlsListen: pick('PIER_TLS_LISTEN'),
+    edgeAddress: pick('PIER_EDGE_ADDRESS'),
+    acmeDirectoryUrl: pick('PIER_ACME_DIRECTORY_URL'),
+    acmeCaFile: pick('PIER_ACME_CA_FILE'),
+    acmeEmail: pick('PIER_ACME_EMAIL'),
+    dnsResolver: pick('PIER_DNS_RESOLVER'),
+    dnsListen: pick('PIER_DNS_LISTEN'),
     objectStoreSecretAccessKey: pick('PIER_OBJECT_STORE_SECRET_ACCESS_KEY'),
   };
 }

@@ -7,7 +7,7 @@ import { chmod, mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import pino, { type Logger } from 'pino';
-import { servicesUrl, urlHost, type Config } from './config.js';
+import { servicesUrl, splitListen, urlHost, type Config } from './config.js';
 import { platformCa } from './crypto/ca.js';
 import { SecretBox, loadMasterKey } from './crypto/secret-box.js';
 import { buildApp } from './http/app.js';
@@ -52,6 +52,14 @@ import { loadOperatorToken } from './host/operator-token.js';
 import { OutboundGuard, type Resolver } from './host/outbound-guard.js';
 import { WebhookDispatcher } from './services/webhooks/dispatcher.js';
 import { webhookJobs } from './services/webhooks/jobs.js';
+import { OutboundGuard } from './host/outbound-guard.js';
+import { startTlsEdge } from './edge/tls-listener.js';
+import { startAcmeDns } from './edge/acme-dns.js';
+import { acmeTxtValues } from './services/domains/zones.js';
+import { edgeAddressOf } from './services/domains/records.js';
+import { contextFor } from './services/domains/certificates.js';
+import { edgeJobs, scheduleEdgeChecks } from './services/domains/jobs.js';
+import { startEdgeTable } from './services/domains/hosts.js';
 
 export interface PlatformOptions {
   logger?: Logger;
@@ -154,6 +162,7 @@ export async function startPlatform(config: Config, opts: PlatformOptions = {}):
       ...machineJobs(() => late.ctx!),
       ...billingJobs(() => late.ctx!),
       ...webhookJobs(store.db),
+      ...edgeJobs(() => late.ctx!),
       ...(opts.jobs ?? []),
     ]);
     const databases = new LocalDatabaseRuntime({
@@ -232,6 +241,32 @@ export async function startPlatform(config: Config, opts: PlatformOptions = {}):
       extraRoutes: opts.extraRoutes,
     });
     undo.push(() => app.close());
+    const stopEdgeTable = await startEdgeTable(ctx);
+    undo.push(async () => stopEdgeTable());
+    if (config.dnsListen) {
+      // pier's own DNS for the zones' delegated `_acme-challenge` names (DNS-01).
+      const dns = await startAcmeDns({
+        ...splitListen(config.dnsListen),
+        edgeHost: edgeAddressOf(config),
+        upstream: config.dnsResolver,
+        txtFor: (label) => acmeTxtValues(ctx, label),
+      });
+      undo.push(() => dns.close());
+      logger.info({ port: dns.port }, 'the edge DNS is serving');
+    }
+    if (config.tlsListen) {
+      // The TLS edge: app traffic over HTTPS, through the same proxy as the plain listener.
+      const edge = await startTlsEdge({
+        ...splitListen(config.tlsListen),
+        contextFor: (name) => contextFor(ctx, name),
+        onRequest: (req, res) => void app.appProxy.handle(req, res),
+        onUpgrade: (req, socket, head) => void app.appProxy.upgrade(req, socket, head),
+        onError: (err, servername) => logger.warn({ err, servername }, 'edge: no TLS context'),
+      });
+      undo.push(() => edge.close());
+      config.tlsPublicPort = edge.port;
+      logger.info({ port: edge.port }, 'the TLS edge is serving');
+    }
     await app.listen({ host: config.listenHost, port: config.listenPort });
     const address = app.server.address();
     const port = typeof address === 'object' && address ? address.port : config.listenPort;
@@ -290,6 +325,8 @@ export async function startPlatform(config: Config, opts: PlatformOptions = {}):
     undo.push(async () => stopUpkeep());
     const stopOrphanSweep = scheduleOrphanSweep(ctx);
     undo.push(async () => stopOrphanSweep());
+    const stopEdgeChecks = scheduleEdgeChecks(ctx);
+    undo.push(async () => stopEdgeChecks());
 
     const base = `http://${urlHost(config.listenHost)}:${port}`;
     logger.info(

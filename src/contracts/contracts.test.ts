@@ -80,6 +80,10 @@ const NO_JSON_ANSWER = new Set([
   'GET /v1/oauth/authorize',
   'DELETE /v1/oauth/grants/:id',
   'DELETE /v1/webhooks/:id',
+  // The edge: removing a domain or a zone 204; the ACME CA's HTTP-01 fetch is plain text.
+  'DELETE /v1/apps/:name/domains/:domain',
+  'DELETE /v1/domains/zones/:zone',
+  'GET /.well-known/acme-challenge/:token',
 ]);
 
 async function registeredRoutes() {

@@ -20,6 +20,14 @@ import { consolePlugin } from '../console/index.js';
 import { s3Gateway } from './s3/plugin.js';
 import { AppProxy, proxyPlugin } from '../proxy/index.js';
 import { MachineTargets } from '../proxy/machine-targets.js';
+import { edgeResolver } from '../services/domains/hosts.js';
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** The app proxy, which the TLS edge (platform.ts) hands its requests to as well. */
+    appProxy: AppProxy;
+  }
+}
 
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const app = Fastify({
@@ -64,14 +72,15 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   // The web console: pages that call the routes above with the person's console key.
   await consolePlugin(app, { config: deps.config });
   // `Host: <app>.<public host>` goes to the app's machines, before any API routing.
-  proxyPlugin(
-    app,
-    new AppProxy({
-      publicHost: deps.config.publicUrl,
-      targets: new MachineTargets(deps.ctx),
-      log: app.log.child({ component: 'proxy' }),
-    }),
-  );
+  const proxy = new AppProxy({
+    publicHost: deps.config.publicUrl,
+    targets: new MachineTargets(deps.ctx),
+    log: app.log.child({ component: 'proxy' }),
+    // Custom domains and zone names, and HTTP→HTTPS where the TLS edge has a certificate.
+    resolveHost: edgeResolver(deps.ctx, () => deps.config.tlsPublicPort),
+  });
+  app.decorate('appProxy', proxy);
+  proxyPlugin(app, proxy);
   await s3Gateway(app, deps.ctx);
   for (const family of deps.extraRoutes ?? []) family(app, deps);
   app.get('/v1/openapi.json', { config: { auth: 'public' }, schema: { hide: true } }, async () =>

@@ -24,6 +24,7 @@ export class AppProxy {
   private readonly responseTimeoutMs: number;
   private readonly connectTimeoutMs: number;
   private readonly trustForwarded: boolean;
+  private readonly resolveHost: AppProxyOptions['resolveHost'];
   // Kept-alive connections to machines: most of the proxy's cost saved on busy apps.
   private readonly agent = new http.Agent({
     keepAlive: true,
@@ -41,6 +42,7 @@ export class AppProxy {
     this.connectTimeoutMs = options.connectTimeoutMs ?? 5_000;
     this.responseTimeoutMs = options.responseTimeoutMs ?? 60_000;
     this.trustForwarded = options.trustForwarded ?? false;
+    this.resolveHost = options.resolveHost;
     this.exchangeContext = {
       agent: this.agent,
       connectTimeoutMs: this.connectTimeoutMs,
@@ -58,9 +60,17 @@ export class AppProxy {
     return parseAppHost(hostHeader, this.publicHost)?.app;
   }
 
-  /** The app and exposed port (if any) a `Host` header names. */
-  addressFromHost(hostHeader: string | undefined): AppAddress | undefined {
-    return parseAppHost(hostHeader, this.publicHost);
+  /**
+   * The app and exposed port (if any) a `Host` header names: a default address, else
+   * a custom domain or zone name (`resolveHost`).
+   */
+  addressFromHost(
+    hostHeader: string | undefined,
+    req?: http.IncomingMessage,
+  ): AppAddress | undefined {
+    const address = parseAppHost(hostHeader, this.publicHost);
+    if (address || !hostHeader || !req || !this.resolveHost) return address;
+    return this.resolveHost(hostHeader, req);
   }
 
   /**
@@ -70,6 +80,10 @@ export class AppProxy {
   async handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
     try {
       const address = this.addressOrThrow(req);
+      if (address.redirect) {
+        res.writeHead(308, { location: address.redirect, 'content-length': 0 }).end();
+        return;
+      }
       await this.picker.connect(address, (target) =>
         exchange(req, res, target, this.exchangeContext),
       );
@@ -126,7 +140,7 @@ export class AppProxy {
   }
 
   private addressOrThrow(req: http.IncomingMessage): AppAddress {
-    const address = parseAppHost(req.headers.host, this.publicHost);
+    const address = this.addressFromHost(req.headers.host, req);
     if (!address) throw new ApiError('not-found', 'This host names no app.');
     return address;
   }

@@ -18,7 +18,7 @@ type UpgradeListener = (req: http.IncomingMessage, socket: Duplex, head: Buffer)
  */
 export function proxyPlugin(app: FastifyInstance, proxy: AppProxy): void {
   app.addHook('onRequest', (req, reply, done) => {
-    if (proxy.addressFromHost(req.headers.host) === undefined) {
+    if (proxy.addressFromHost(req.headers.host, req.raw) === undefined) {
       done();
       return;
     }
@@ -36,7 +36,7 @@ export function proxyPlugin(app: FastifyInstance, proxy: AppProxy): void {
     const others = server.listeners('upgrade') as UpgradeListener[];
     server.removeAllListeners('upgrade');
     server.on('upgrade', (req: http.IncomingMessage, socket: Duplex, head: Buffer) => {
-      if (proxy.addressFromHost(req.headers.host) !== undefined) {
+      if (proxy.addressFromHost(req.headers.host, req) !== undefined) {
         void proxy.upgrade(req, socket, head);
       } else if (others.length > 0) {
         for (const listener of others) listener.call(server, req, socket, head);

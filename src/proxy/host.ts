@@ -11,6 +11,8 @@
 export interface AppAddress {
   app: string;
   port?: number;
+  /** Answer with a 308 to this URL instead of proxying (custom domains, HTTP→HTTPS). */
+  redirect?: string;
 }
 
 const APP_LABEL = /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/;

@@ -4,6 +4,8 @@
  * service implements it; unit tests script it over plain HTTP servers; test/machines drives the real one.
  */
 
+import type { AppAddress } from './host.js';
+
 /** One machine that can serve the port asked for, as the platform sees it now. */
 export interface ProxyTarget {
   /** `mch-…`; the key for `wake` and `touch`. */
@@ -50,4 +52,9 @@ export interface AppProxyOptions {
    * client cannot spoof its address to the app.
    */
   trustForwarded?: boolean;
+  /**
+   * Names beyond default addresses (custom domains, `<app>.<zone>`), answered from
+   * memory: called for every `Host` that is not a default address.
+   */
+  resolveHost?: (host: string, req: import('node:http').IncomingMessage) => AppAddress | undefined;
 }

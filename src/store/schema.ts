@@ -612,4 +612,65 @@ export interface Database {
   webhook_events: WebhookEventsTable;
   webhook_deliveries: WebhookDeliveriesTable;
   webhook_attempts: WebhookAttemptsTable;
+  edge_zones: EdgeZonesTable;
+  edge_domains: EdgeDomainsTable;
+  edge_certificates: EdgeCertificatesTable;
+  edge_acme_accounts: EdgeAcmeAccountsTable;
+  edge_challenges: EdgeChallengesTable;
+}
+
+export type EdgeStatus = 'pending_dns' | 'verified' | 'cert_issued' | 'error';
+
+/** Progress of a domain's or zone's checks (migration 0021). */
+interface EdgeProgress {
+  status: Generated<EdgeStatus>;
+  error: string | null;
+  attempts: Generated<number>;
+  last_checked_at: NullableTimestamp;
+  verified_at: NullableTimestamp;
+  cert_issued_at: NullableTimestamp;
+  cert_not_after: NullableTimestamp;
+  next_check_at: NullableTimestamp;
+  created_at: CreatedAt;
+}
+
+export interface EdgeZonesTable extends EdgeProgress {
+  id: string;
+  org_id: string;
+  zone: string;
+  acme_label: string;
+}
+
+export interface EdgeDomainsTable extends EdgeProgress {
+  id: string;
+  org_id: string;
+  app_id: string;
+  domain: string;
+  proof: string;
+  zone_id: string | null;
+  redirect_to: string | null;
+}
+
+export interface EdgeCertificatesTable {
+  name: string;
+  key_nonce: Buffer;
+  key_sealed: Buffer;
+  chain_pem: string;
+  not_after: Timestamp;
+  issued_at: CreatedAt;
+}
+
+export interface EdgeAcmeAccountsTable {
+  directory_url: string;
+  account_url: string;
+  key_nonce: Buffer;
+  key_sealed: Buffer;
+  created_at: CreatedAt;
+}
+
+export interface EdgeChallengesTable {
+  kind: 'http-01' | 'dns-01';
+  key: string;
+  value: string;
+  created_at: CreatedAt;
 }

@@ -29,6 +29,8 @@ import { oauthConsentRoutes } from './oauth/consent.js';
 import { oauthDiscoveryRoutes } from './oauth/discovery.js';
 import { oauthEntranceRoutes } from './oauth/entrances.js';
 import { deviceRoutes } from './device/device.js';
+import { domainRoutes } from './domains/domains.js';
+import { zoneRoutes } from './domains/zones.js';
 import { secretRoutes } from './secrets/secrets.js';
 import { sshRoutes } from './ssh/ssh.js';
 import { agentActionRoutes } from './tokens/agent-actions.js';
@@ -70,6 +72,8 @@ export async function registerRoutes(app: FastifyInstance, deps: AppDeps): Promi
     oauthConsentRoutes,
     mailEventRoutes,
     webhookRoutes,
+    domainRoutes,
+    zoneRoutes,
   ]) {
     family(app, deps);
   }

@@ -1,0 +1,128 @@
+/**
+ * The check of a custom domain (a durable job): DNS proof and pointing read through the
+ * configured resolver, then a certificate via ACME HTTP-01 (answered on the API's
+ * listener). A name below a proven zone of the org needs no record of its own, and a
+ * name one label below a zone with a wildcard certificate needs no certificate either.
+ * The outcome is written on the row (`status`, `error`), with the time of the next check:
+ * a retry on a growing schedule after a failure, the renewal after an issuance.
+ */
+import { isIP } from 'node:net';
+import { DnsLookup } from '../../edge/dns-lookup.js';
+import { isWithin } from '../../edge/names.js';
+import type { ServiceContext } from '../context.js';
+import { obtainCertificate } from './certificates.js';
+import { domainRowById } from './domains.js';
+import { reloadEdgeTable } from './hosts.js';
+import { edgeAddressOf, PROOF_PREFIX, type DomainRow } from './records.js';
+
+/** Retries: 30 s, doubling, at most an hour apart. */
+export function retryDelayMs(attempts: number): number {
+  return Math.min(3_600_000, 30_000 * 2 ** Math.max(0, attempts - 1));
+}
+
+/** Renew when a third of the lifetime (at most 30 days) is left. */
+export function renewalAt(issuedAt: Date, notAfter: Date): Date {
+  const margin = Math.min(30 * 86_400_000, (notAfter.getTime() - issuedAt.getTime()) / 3);
+  return new Date(notAfter.getTime() - margin);
+}
+
+export function dnsLookup(ctx: ServiceContext): DnsLookup {
+  return new DnsLookup(ctx.config.dnsResolver);
+}
+
+/** Whether `name` points at the edge: a CNAME to its name, or a shared address. */
+export async function pointsAtEdge(
+  ctx: ServiceContext,
+  dns: DnsLookup,
+  name: string,
+): Promise<boolean> {
+  const edge = edgeAddressOf(ctx.config);
+  const cnames = await dns.cname(name);
+  if (cnames.includes(edge)) return true;
+  const edgeAddresses = isIP(edge) ? [edge] : await dns.addresses(edge);
+  const addresses = await dns.addresses(name);
+  return addresses.some((a) => edgeAddresses.includes(a));
+}
+
+/** Why the DNS of a domain is not right yet, or undefined when it is. */
+async function dnsProblem(ctx: ServiceContext, row: DomainRow): Promise<string | undefined> {
+  const dns = dnsLookup(ctx);
+  const proofName = PROOF_PREFIX + row.domain;
+  if (!(await dns.txt(proofName)).includes(row.proof))
+    return `The TXT record ${proofName} does not hold ${row.proof}.`;
+  if (!(await pointsAtEdge(ctx, dns, row.domain)))
+    return `${row.domain} does not point at ${edgeAddressOf(ctx.config)} (CNAME or address).`;
+  return undefined;
+}
+
+/** The org's proven zone covering the domain, if any. */
+async function coveringZone(ctx: ServiceContext, row: DomainRow) {
+  const zones = await ctx.db
+    .selectFrom('edge_zones')
+    .selectAll()
+    .where('org_id', '=', row.org_id)
+    .where('status', 'in', ['verified', 'cert_issued'])
+    .execute();
+  return zones.find((z) => isWithin(row.domain, z.zone));
+}
+
+export async function runDomainCheck(ctx: ServiceContext, domainId: string): Promise<void> {
+  const row = await domainRowById(ctx.db, domainId);
+  if (!row) return;
+  const now = ctx.clock();
+  const attempts = row.attempts + 1;
+  const update = (values: Record<string, unknown>) =>
+    ctx.db
+      .updateTable('edge_domains')
+      .set({ attempts, last_checked_at: now, ...values })
+      .where('id', '=', domainId)
+      .execute();
+  const zone = await coveringZone(ctx, row);
+  const problem = zone
+    ? undefined
+    : await dnsProblem(ctx, row).catch((err: Error) => `DNS lookup failed: ${err.message}`);
+  if (problem) {
+    await update({
+      status: 'pending_dns',
+      error: problem,
+      next_check_at: new Date(now.getTime() + retryDelayMs(attempts)),
+    });
+    return;
+  }
+  const verifiedAt = row.verified_at ?? now;
+  await update({
+    status: 'verified',
+    error: null,
+    verified_at: verifiedAt,
+    zone_id: zone?.id ?? null,
+    next_check_at: null,
+  });
+  await reloadEdgeTable(ctx);
+  // One label below a zone with its wildcard: the zone's certificate serves the name.
+  const wildcardCovers =
+    zone?.status === 'cert_issued' && row.domain.slice(row.domain.indexOf('.') + 1) === zone.zone;
+  try {
+    const cert = wildcardCovers
+      ? { issuedAt: zone.cert_issued_at!, notAfter: zone.cert_not_after! }
+      : {
+          issuedAt: ctx.clock(),
+          notAfter: (await obtainCertificate(ctx, [row.domain], ['http-01'])).notAfter,
+        };
+    await update({
+      status: 'cert_issued',
+      error: null,
+      cert_issued_at: cert.issuedAt,
+      cert_not_after: cert.notAfter,
+      // A wildcard is renewed with its zone; the name is looked at again then.
+      next_check_at: renewalAt(cert.issuedAt, cert.notAfter),
+    });
+  } catch (err) {
+    ctx.log.warn({ err, domain: row.domain }, 'edge: certificate not issued');
+    await update({
+      status: 'error',
+      error: `Certificate not issued: ${(err as Error).message}`,
+      next_check_at: new Date(now.getTime() + retryDelayMs(attempts)),
+    });
+  }
+  await reloadEdgeTable(ctx);
+}

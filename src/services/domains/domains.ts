@@ -1,0 +1,192 @@
+/**
+ * Custom domains of an app (spec 4.8): add (the answer names the DNS records to set),
+ * list, check (a durable job, `checks.ts`), redirect, delete. A name is one org's: another
+ * org's domain answers 404 to every route, and adding a name another org holds is 409.
+ */
+import type { Domain } from '../../contracts/domains.js';
+import { canonicalHost, hostnameProblem, isWithin } from '../../edge/names.js';
+import { ApiError, badRequest, notFound } from '../../errors/api-error.js';
+import { enqueue } from '../../jobs/queue.js';
+import { newId, randomBase62 } from '../../crypto/tokens.js';
+import type { Executor } from '../../store/db.js';
+import { findApp } from '../apps/records.js';
+import type { ServiceContext } from '../context.js';
+import { reloadEdgeTable } from './hosts.js';
+import { edgeAddressOf, toDomain, type DomainRow } from './records.js';
+import { dropCertificate } from './certificates.js';
+
+export const DOMAIN_CHECK_JOB = 'edge.domain-check';
+
+function domainsQuery(ex: Executor) {
+  return ex
+    .selectFrom('edge_domains')
+    .innerJoin('apps', 'apps.id', 'edge_domains.app_id')
+    .leftJoin('edge_zones', 'edge_zones.id', 'edge_domains.zone_id')
+    .selectAll('edge_domains')
+    .select(['apps.name as app_name', 'edge_zones.zone as zone_name']);
+}
+
+export async function domainRowById(ex: Executor, id: string): Promise<DomainRow | undefined> {
+  return domainsQuery(ex).where('edge_domains.id', '=', id).executeTakeFirst();
+}
+
+async function findDomain(
+  ctx: ServiceContext,
+  orgId: string,
+  appName: string,
+  domain: string,
+): Promise<DomainRow> {
+  const app = await findApp(ctx.db, orgId, appName);
+  const row = await domainsQuery(ctx.db)
+    .where('edge_domains.app_id', '=', app.id)
+    .where('edge_domains.domain', '=', canonicalHost(domain))
+    .executeTakeFirst();
+  if (!row) throw notFound(`Domain '${domain}'`);
+  return row;
+}
+
+/** Refuses names the platform answers itself: default addresses and the edge's name. */
+export function checkNotPlatformName(ctx: ServiceContext, domain: string): void {
+  const publicHost = new URL(ctx.config.publicUrl).hostname;
+  for (const own of [publicHost, edgeAddressOf(ctx.config)]) {
+    if (isWithin(domain, own))
+      throw new ApiError(
+        'shadows-default-address',
+        `'${domain}' is (or is below) ${own}, where apps have their default addresses.`,
+      );
+  }
+}
+
+/**
+ * Sending domains of the mail system would answer 409 `mail-domain` here; this
+ * installation has no mail system yet, so no name is one.
+ */
+function checkNotMailDomain(_domain: string): void {}
+
+export async function addDomain(
+  ctx: ServiceContext,
+  orgId: string,
+  appName: string,
+  input: string,
+): Promise<Domain> {
+  const domain = canonicalHost(input);
+  const problem = hostnameProblem(domain);
+  if (problem) throw badRequest([{ path: 'domain', message: problem }]);
+  const app = await findApp(ctx.db, orgId, appName);
+  checkNotPlatformName(ctx, domain);
+  checkNotMailDomain(domain);
+  const id = await ctx.db.transaction().execute(async (tx) => {
+    const taken = await tx
+      .selectFrom('edge_domains')
+      .select(['org_id', 'app_id'])
+      .where('domain', '=', domain)
+      .executeTakeFirst();
+    if (taken?.app_id === app.id)
+      throw new ApiError('already-exists', `'${domain}' is already a domain of this app.`);
+    if (taken) throw new ApiError('conflict', `'${domain}' is already in use.`);
+    const zones = await tx
+      .selectFrom('edge_zones')
+      .select(['id', 'zone', 'org_id', 'status'])
+      .execute();
+    const covering = zones.filter((z) => isWithin(domain, z.zone));
+    if (covering.some((z) => z.org_id !== orgId))
+      throw new ApiError('conflict', `'${domain}' is in a zone another organization claimed.`);
+    const zone = covering.find((z) => z.status === 'verified' || z.status === 'cert_issued');
+    const id = newId('dom');
+    await tx
+      .insertInto('edge_domains')
+      .values({
+        id,
+        org_id: orgId,
+        app_id: app.id,
+        domain,
+        proof: `pier-proof=${randomBase62(32)}`,
+        zone_id: zone?.id ?? null,
+      })
+      .execute();
+    await enqueue(tx, ctx.jobs, DOMAIN_CHECK_JOB, { domainId: id }, { dedupeKey: id });
+    return id;
+  });
+  return toDomain(ctx.config, (await domainRowById(ctx.db, id))!);
+}
+
+export async function listDomains(
+  ctx: ServiceContext,
+  orgId: string,
+  appName: string,
+): Promise<Domain[]> {
+  const app = await findApp(ctx.db, orgId, appName);
+  const rows = await domainsQuery(ctx.db)
+    .where('edge_domains.app_id', '=', app.id)
+    .orderBy('edge_domains.domain')
+    .execute();
+  return rows.map((r) => toDomain(ctx.config, r));
+}
+
+export async function checkDomain(
+  ctx: ServiceContext,
+  orgId: string,
+  appName: string,
+  domain: string,
+): Promise<{ status: 'queued'; domain: string; record: Domain }> {
+  const row = await findDomain(ctx, orgId, appName, domain);
+  await enqueue(ctx.db, ctx.jobs, DOMAIN_CHECK_JOB, { domainId: row.id }, { dedupeKey: row.id });
+  return { status: 'queued', domain: row.domain, record: toDomain(ctx.config, row) };
+}
+
+export async function setRedirect(
+  ctx: ServiceContext,
+  orgId: string,
+  appName: string,
+  domain: string,
+  to: string | null,
+): Promise<Domain> {
+  const row = await findDomain(ctx, orgId, appName, domain);
+  let target: string | null = null;
+  if (to !== null) {
+    target = canonicalHost(to);
+    const publicHost = new URL(ctx.config.publicUrl).hostname;
+    const own = await ctx.db
+      .selectFrom('edge_domains')
+      .select('domain')
+      .where('app_id', '=', row.app_id)
+      .where('domain', '=', target)
+      .executeTakeFirst();
+    const isDefault = target === `${appName}.${publicHost}`;
+    if (target === row.domain || (!own && !isDefault))
+      throw badRequest([
+        {
+          path: 'to',
+          message: 'must be another hostname of the same app (a domain or its default address)',
+        },
+      ]);
+  }
+  await ctx.db
+    .updateTable('edge_domains')
+    .set({ redirect_to: target })
+    .where('id', '=', row.id)
+    .execute();
+  await reloadEdgeTable(ctx);
+  return toDomain(ctx.config, (await domainRowById(ctx.db, row.id))!);
+}
+
+export async function deleteDomain(
+  ctx: ServiceContext,
+  orgId: string,
+  appName: string,
+  domain: string,
+): Promise<void> {
+  const row = await findDomain(ctx, orgId, appName, domain);
+  await ctx.db.transaction().execute(async (tx) => {
+    // Names that redirected here would point nowhere.
+    await tx
+      .updateTable('edge_domains')
+      .set({ redirect_to: null })
+      .where('app_id', '=', row.app_id)
+      .where('redirect_to', '=', row.domain)
+      .execute();
+    await tx.deleteFrom('edge_domains').where('id', '=', row.id).execute();
+  });
+  await dropCertificate(ctx, row.domain);
+  await reloadEdgeTable(ctx);
+}

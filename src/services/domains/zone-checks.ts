@@ -1,0 +1,79 @@
+/**
+ * The check of a zone (a durable job): the delegation `_acme-challenge.<zone>` CNAME
+ * `<acmeLabel>.acme.<edge host>` and a name below the zone pointing at the edge, read
+ * through the configured resolver; then the wildcard certificate `*.<zone>` through
+ * DNS-01, answered by pier's own DNS (edge/acme-dns.ts). Status machine:
+ * pending_dns → verified → cert_issued | error; the next check is written on the row.
+ */
+import type { ServiceContext } from '../context.js';
+import { obtainCertificate } from './certificates.js';
+import { dnsLookup, pointsAtEdge, renewalAt, retryDelayMs } from './checks.js';
+import { reloadEdgeTable } from './hosts.js';
+import { ACME_PREFIX, acmeTarget, edgeAddressOf, type ZoneRow } from './records.js';
+
+/** A name below the zone that only its wildcard record can answer. */
+const PROBE_LABEL = 'pier-edge-probe';
+
+async function zoneDnsProblem(ctx: ServiceContext, row: ZoneRow): Promise<string | undefined> {
+  const dns = dnsLookup(ctx);
+  const target = acmeTarget(ctx.config, row.acme_label);
+  if (!(await dns.cname(ACME_PREFIX + row.zone)).includes(target))
+    return `${ACME_PREFIX}${row.zone} is not a CNAME to ${target}.`;
+  if (!(await pointsAtEdge(ctx, dns, `${PROBE_LABEL}.${row.zone}`)))
+    return `*.${row.zone} does not point at ${edgeAddressOf(ctx.config)}.`;
+  return undefined;
+}
+
+export async function runZoneCheck(ctx: ServiceContext, zoneId: string): Promise<void> {
+  const row = await ctx.db
+    .selectFrom('edge_zones')
+    .selectAll()
+    .where('id', '=', zoneId)
+    .executeTakeFirst();
+  if (!row) return;
+  const now = ctx.clock();
+  const attempts = row.attempts + 1;
+  const update = (values: Record<string, unknown>) =>
+    ctx.db
+      .updateTable('edge_zones')
+      .set({ attempts, last_checked_at: now, ...values })
+      .where('id', '=', zoneId)
+      .execute();
+  const problem = await zoneDnsProblem(ctx, row).catch(
+    (err: Error) => `DNS lookup failed: ${err.message}`,
+  );
+  if (problem) {
+    await update({
+      status: 'pending_dns',
+      error: problem,
+      next_check_at: new Date(now.getTime() + retryDelayMs(attempts)),
+    });
+    return;
+  }
+  await update({
+    status: 'verified',
+    error: null,
+    verified_at: row.verified_at ?? now,
+    next_check_at: null,
+  });
+  await reloadEdgeTable(ctx);
+  try {
+    const cert = await obtainCertificate(ctx, [`*.${row.zone}`], ['dns-01']);
+    const issuedAt = ctx.clock();
+    await update({
+      status: 'cert_issued',
+      error: null,
+      cert_issued_at: issuedAt,
+      cert_not_after: cert.notAfter,
+      next_check_at: renewalAt(issuedAt, cert.notAfter),
+    });
+  } catch (err) {
+    ctx.log.warn({ err, zone: row.zone }, 'edge: wildcard certificate not issued');
+    await update({
+      status: 'error',
+      error: `Certificate not issued: ${(err as Error).message}`,
+      next_check_at: new Date(now.getTime() + retryDelayMs(attempts)),
+    });
+  }
+  await reloadEdgeTable(ctx);
+}

@@ -1,0 +1,265 @@
+/**
+ * Zones end to end (spec 2.10, 4.8): a claim, its delegation read from a loopback DNS,
+ * a wildcard certificate from pebble through DNS-01 answered by pier's own DNS (pebble
+ * resolves through it; it forwards the rest to the loopback DNS), then any `<app>.<zone>`
+ * of the org over HTTPS with no certificate of its own; bad input, other orgs, read-only.
+ */
+import { mkdtemp, rm } from 'node:fs/promises';
+import https from 'node:https';
+import os from 'node:os';
+import tls from 'node:tls';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startTestPlatform, type TestOrg, type TestPlatform } from '../helpers/platform.js';
+import {
+  freePort,
+  startDnsServer,
+  startPebble,
+  type DnsServer,
+  type Pebble,
+} from './acme-servers.js';
+
+let dir: string;
+let dns: DnsServer;
+let pebble: Pebble;
+let tp: TestPlatform;
+let org: TestOrg;
+let other: TestOrg;
+let tlsPort: number;
+
+beforeAll(async () => {
+  dir = await mkdtemp(path.join(os.tmpdir(), 'pier-zones-'));
+  dns = await startDnsServer();
+  const [apiPort, dnsPort] = [await freePort(), await freePort()];
+  tlsPort = await freePort();
+  // Pebble resolves through pier's DNS, which forwards what is not its own.
+  pebble = await startPebble(dir, {
+    dnsServer: `127.0.0.1:${dnsPort}`,
+    httpPort: apiPort,
+    tlsPort,
+  });
+  tp = await startTestPlatform({
+    listen: `127.0.0.1:${apiPort}`,
+    tlsListen: `127.0.0.1:${tlsPort}`,
+    dnsListen: `127.0.0.1:${dnsPort}`,
+    edgeAddress: 'edge.pier.test',
+    acmeDirectoryUrl: pebble.directoryUrl,
+    acmeCaFile: pebble.caFile,
+    dnsResolver: dns.address,
+  });
+  org = await tp.createOrg();
+  other = await tp.createOrg();
+  for (const [o, name] of [
+    [org, 'web'],
+    [org, 'api2'],
+    [other, 'rival'],
+  ] as const)
+    expect((await tp.request('POST', '/v1/apps', { token: o.token, body: { name } })).status).toBe(
+      201,
+    );
+}, 120_000);
+
+afterAll(async () => {
+  await tp?.close();
+  await pebble?.close();
+  await dns?.close();
+  if (dir) await rm(dir, { recursive: true, force: true });
+});
+
+const call = (method: string, p: string, body?: unknown, token = org.token) =>
+  tp.request(method, p, { token, body });
+
+async function waitZone(zone: string, status: string) {
+  let z: any;
+  for (let i = 0; i < 150; i++) {
+    z = (await call('GET', `/v1/domains/zones/${zone}`)).body;
+    if (z?.status === status) return z;
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  throw new Error(`${zone} never reached ${status}: ${JSON.stringify(z)}`);
+}
+
+function httpsGet(host: string, ca: string) {
+  return new Promise<{ status: number; body: string }>((resolve, reject) => {
+    https
+      .get(
+        {
+          host: '127.0.0.1',
+          port: tlsPort,
+          path: '/',
+          servername: host,
+          headers: { host },
+          ca,
+          agent: false,
+        },
+        (res) => {
+          let body = '';
+          res.on('data', (c) => (body += c));
+          res.on('end', () => resolve({ status: res.statusCode!, body }));
+        },
+      )
+      .on('error', reject);
+  });
+}
+
+describe('zones', () => {
+  it('claims a zone, proves it, gets a wildcard through DNS-01 and routes every app name below it', async () => {
+    const claimed = await call('POST', '/v1/domains/zones', { zone: 'Corp.Test' });
+    expect(claimed.status).toBe(201);
+    const label = claimed.body.acmeLabel;
+    expect(claimed.body).toMatchObject({
+      zone: 'corp.test',
+      orgId: org.id,
+      status: 'pending_dns',
+      attempts: 0,
+      dns: {
+        acme: {
+          type: 'CNAME',
+          name: '_acme-challenge.corp.test',
+          value: `${label}.acme.edge.pier.test`,
+        },
+        point: { type: 'CNAME', name: '*.corp.test', value: 'edge.pier.test' },
+      },
+    });
+    expect((await call('POST', '/v1/domains/zones', { zone: 'corp.test' })).status).toBe(200);
+    const pending = await waitZone('corp.test', 'pending_dns');
+    for (let i = 0; i < 50 && !pending.error; i++) {
+      Object.assign(pending, (await call('GET', '/v1/domains/zones/corp.test')).body);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    expect(pending.error).toMatch(/_acme-challenge\.corp\.test/);
+
+    await dns.setCname('_acme-challenge.corp.test', `${label}.acme.edge.pier.test`);
+    const check = await call('POST', '/v1/domains/zones/corp.test/check');
+    expect(check.status).toBe(200);
+    expect(check.body).toMatchObject({ status: 'queued', zone: 'corp.test' });
+    const issued = await waitZone('corp.test', 'cert_issued');
+    expect(issued).toMatchObject({
+      verifiedAt: expect.any(String),
+      certIssuedAt: expect.any(String),
+      certNotAfter: expect.any(String),
+      lastCheckedAt: expect.any(String),
+    });
+    expect(issued.attempts).toBeGreaterThanOrEqual(2);
+
+    const root = await pebble.root();
+    const started = performance.now();
+    const res = await httpsGet('web.corp.test', root);
+    expect(performance.now() - started).toBeLessThan(1000);
+    expect(res.status).toBe(503); // the app, reached: it has no machine yet
+    expect((await httpsGet('api2.corp.test', root)).status).toBe(503);
+    // Another org's app is not reached through this org's zone.
+    expect((await httpsGet('rival.corp.test', root)).status).toBe(404);
+    await expect(httpsGet('web.corp.test', '')).rejects.toThrow();
+  }, 120_000);
+
+  it('covers domains below it without records of their own, and is in use while they are', async () => {
+    const d = await call('POST', '/v1/apps/web/domains', { domain: 'shop.corp.test' });
+    expect(d.status).toBe(201);
+    expect(d.body.zone).toBe('corp.test');
+    expect(d.body.dns.proof).toBeUndefined();
+    for (let i = 0; i < 100; i++) {
+      const got = (await call('GET', '/v1/apps/web/domains')).body[0];
+      if (got.status === 'cert_issued') break;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    expect((await call('GET', '/v1/apps/web/domains')).body[0].status).toBe('cert_issued');
+    expect((await httpsGet('shop.corp.test', await pebble.root())).status).toBe(503);
+    const inUse = await call('DELETE', '/v1/domains/zones/corp.test');
+    expect(inUse.status).toBe(409);
+    expect(inUse.body.code).toBe('zone-in-use');
+    // Another org may not claim names in it.
+    const taken = await call(
+      'POST',
+      '/v1/apps/rival/domains',
+      { domain: 'x.corp.test' },
+      other.token,
+    );
+    expect(taken.status).toBe(409);
+    for (const zone of ['corp.test', 'sub.corp.test']) {
+      const res = await call('POST', '/v1/domains/zones', { zone }, other.token);
+      expect(res.status, zone).toBe(409);
+      expect(res.body.code).toBe('conflict');
+    }
+  });
+
+  it('refuses bad input and answers other orgs like missing, read-only keys refused', async () => {
+    for (const body of [
+      {},
+      { zone: '' },
+      { zone: 'a'.repeat(254) },
+      { zone: '*.x.test' },
+      { zone: 'nodot' },
+      { zone: 1 },
+      { zone: 'x.test', y: 1 },
+    ]) {
+      const res = await call('POST', '/v1/domains/zones', body);
+      expect(res.status, JSON.stringify(body)).toBe(400);
+      expect(res.body.code).toBe('bad-request');
+    }
+    expect(
+      (await call('POST', '/v1/domains/zones', { zone: 'acme.edge.pier.test' })).body.code,
+    ).toBe('shadows-default-address');
+    for (const [method, p] of [
+      ['GET', '/v1/domains/zones/corp.test'],
+      ['POST', '/v1/domains/zones/corp.test/check'],
+      ['DELETE', '/v1/domains/zones/corp.test'],
+    ] as const) {
+      const res = await call(method, p, undefined, other.token);
+      expect(res.status, `${method} ${p}`).toBe(404);
+      expect(res.body.code).toBe('not-found');
+    }
+    expect((await call('GET', '/v1/domains/zones', undefined, other.token)).body).toEqual([]);
+    const ro = (await call('POST', '/v1/tokens', { name: 'ro', scopes: ['read'] })).body.token;
+    expect((await call('GET', '/v1/domains/zones', undefined, ro)).status).toBe(200);
+    for (const [method, p, body] of [
+      ['POST', '/v1/domains/zones', { zone: 'ro.test' }],
+      ['POST', '/v1/domains/zones/corp.test/check'],
+      ['DELETE', '/v1/domains/zones/corp.test'],
+    ] as const) {
+      const res = await call(method, p, body, ro);
+      expect(res.status, `${method} ${p}`).toBe(403);
+      expect(res.body.code).toBe('token-scope');
+    }
+  });
+
+  it('hands WebSocket upgrades over TLS to the proxy as well', async () => {
+    const ca = await pebble.root();
+    const head = await new Promise<string>((resolve, reject) => {
+      const socket = tls.connect(
+        { host: '127.0.0.1', port: tlsPort, servername: 'web.corp.test', ca },
+        () =>
+          socket.write(
+            'GET /ws HTTP/1.1\r\nHost: web.corp.test\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n' +
+              'Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n',
+          ),
+      );
+      let text = '';
+      socket.on('data', (c) => (text += c));
+      socket.on('close', () => resolve(text));
+      socket.on('error', reject);
+    });
+    // The proxy's own answer for an app without a machine, written on the raw socket.
+    expect(head).toMatch(/^HTTP\/1\.1 503/);
+    expect(head).toContain('"code":"unavailable"');
+  });
+
+  it('answers 503 zones-unavailable without the edge DNS', async () => {
+    const saved = tp.platform.config.dnsListen;
+    tp.platform.config.dnsListen = undefined;
+    try {
+      const res = await call('POST', '/v1/domains/zones', { zone: 'new.test' });
+      expect(res.status).toBe(503);
+      expect(res.body.code).toBe('zones-unavailable');
+    } finally {
+      tp.platform.config.dnsListen = saved;
+    }
+  });
+
+  it('releases a zone once nothing uses it: its names stop routing', async () => {
+    expect((await call('DELETE', '/v1/apps/web/domains/shop.corp.test')).status).toBe(204);
+    expect((await call('DELETE', '/v1/domains/zones/corp.test')).status).toBe(204);
+    expect((await call('GET', '/v1/domains/zones/corp.test')).status).toBe(404);
+    await expect(httpsGet('web.corp.test', await pebble.root())).rejects.toThrow();
+  });
+});
