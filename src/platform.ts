@@ -52,7 +52,6 @@ import { loadOperatorToken } from './host/operator-token.js';
 import { OutboundGuard, type Resolver } from './host/outbound-guard.js';
 import { WebhookDispatcher } from './services/webhooks/dispatcher.js';
 import { webhookJobs } from './services/webhooks/jobs.js';
-import { OutboundGuard } from './host/outbound-guard.js';
 import { startTlsEdge } from './edge/tls-listener.js';
 import { startAcmeDns } from './edge/acme-dns.js';
 import { acmeTxtValues } from './services/domains/zones.js';

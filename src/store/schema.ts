@@ -533,6 +533,8 @@ export interface WebhookAttemptsTable {
   error: string | null;
   outcome: 'succeeded' | 'retry' | 'failed' | 'disabled';
   next_attempt_at: NullableTimestamp;
+}
+
 /** The organization's customer at the payment provider and its auto-recharge (services/payments/). */
 export interface PaymentAccountsTable {
   org_id: string;
