@@ -20,6 +20,7 @@ import { consolePlugin } from '../console/index.js';
 import { s3Gateway } from './s3/plugin.js';
 import { AppProxy, proxyPlugin } from '../proxy/index.js';
 import { MachineTargets } from '../proxy/machine-targets.js';
+import { ProtectionGate } from '../proxy/protection.js';
 
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const app = Fastify({
@@ -70,6 +71,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       publicHost: deps.config.publicUrl,
       targets: new MachineTargets(deps.ctx),
       log: app.log.child({ component: 'proxy' }),
+      gate: new ProtectionGate(deps.ctx),
     }),
   );
   await s3Gateway(app, deps.ctx);

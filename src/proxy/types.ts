@@ -3,6 +3,7 @@
  * are and never learns about apps, organizations or runtimes itself. The machines
  * service implements it; unit tests script it over plain HTTP servers; test/machines drives the real one.
  */
+import type { AccessGate } from './protection.js';
 
 /** One machine that can serve the port asked for, as the platform sees it now. */
 export interface ProxyTarget {
@@ -50,4 +51,6 @@ export interface AppProxyOptions {
    * client cannot spoof its address to the app.
    */
   trustForwarded?: boolean;
+  /** Protection of apps (password, signed links): asked before anything is forwarded. */
+  gate?: AccessGate;
 }

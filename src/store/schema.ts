@@ -486,6 +486,39 @@ export interface BillingCursorTable {
   booked_until: ColumnType<Date, Date | string, Date | string>;
 }
 
+export interface AppProtectionTable {
+  app_id: string;
+  mode: 'password' | 'signed';
+  password_hash: string | null;
+  secret_nonce: Buffer;
+  secret_ciphertext: Buffer;
+  updated_at: ColumnType<Date, Date | string | undefined, Date | string>;
+}
+
+export interface ProtectionLinksTable {
+  id: string;
+  app_id: string;
+  label: string;
+  expires_at: NullableTimestamp;
+  created_at: CreatedAt;
+}
+
+export interface AppNetworkPolicyTable {
+  app_id: string;
+  bandwidth_mbit: number | null;
+  new_connections_per_minute: number | null;
+  reason: string | null;
+  updated_at: ColumnType<Date, Date | string | undefined, Date | string>;
+}
+
+export interface UdpEndpointsTable {
+  id: string;
+  app_id: string;
+  public_port: number;
+  target_port: number;
+  created_at: CreatedAt;
+}
+
 export interface Database {
   machines: MachinesTable;
   machine_checkpoints: MachineCheckpointsTable;
@@ -524,4 +557,8 @@ export interface Database {
   oauth_refresh_tokens: OAuthRefreshTokensTable;
   oauth_grant_keys: OAuthGrantKeysTable;
   entrance_rate_windows: EntranceRateWindowsTable;
+  app_protection: AppProtectionTable;
+  protection_links: ProtectionLinksTable;
+  app_network_policy: AppNetworkPolicyTable;
+  udp_endpoints: UdpEndpointsTable;
 }
