@@ -85,7 +85,8 @@ export class ProtectionGate implements AccessGate {
     const state = await entry.state;
     if (!state) return PASS;
     const now = Math.floor(Date.now() / 1000);
-    const url = new URL(req.url ?? '/', 'http://app.invalid');
+    // Concatenated, not resolved: a path of `//x` must stay a path, not become a host.
+    const url = new URL(`http://app.invalid${req.url?.startsWith('/') ? req.url : '/'}`);
     const secure = !!(req.socket as Partial<TLSSocket>).encrypted;
 
     if (state.mode === 'password' && url.pathname === LOGIN_PATH && !upgrade) {

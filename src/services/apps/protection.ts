@@ -188,11 +188,15 @@ function secretOf(ctx: ServiceContext, appId: string, row: ProtectionRow): Buffe
   return Buffer.from(b64, 'base64');
 }
 
-/** `base` (the app's address) with `path` and the access parameter set to `value`. */
+/**
+ * The app's address with `path` and the access parameter set to `value`. Built as text:
+ * WHATWG URLs refuse hosts that end in a number (`app.127.0.0.1`, a test's public host).
+ */
 function accessUrl(ctx: ServiceContext, app: AppRow, value: string, path = '/'): string {
-  const url = new URL(path, toApp(ctx, app).defaultAddress);
-  url.searchParams.set(ACCESS_PARAM, value);
-  return url.toString();
+  const [pathname = '/', query] = path.split(/\?(.*)/s, 2);
+  const params = new URLSearchParams(query);
+  params.set(ACCESS_PARAM, value);
+  return `${toApp(ctx, app).defaultAddress}${pathname}?${params.toString()}`;
 }
 
 export async function createLink(
