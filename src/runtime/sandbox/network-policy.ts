@@ -3,10 +3,12 @@
  * where nothing inside the machine can reach it (root in the machine's user namespace
  * owns its netns, so rules inside it could be flushed by the machine itself):
  *
- * - **Bandwidth** (`bandwidthMbit`), both directions with `tc` on the host veth: a token
- *   bucket (`tbf`) on its egress shapes traffic *to* the machine, and a policer on its
- *   ingress (`matchall … police … drop`) caps traffic *from* it; TCP backs off from the
- *   drops, so both ends see about the rate.
+ * - **Bandwidth** (`bandwidthMbit`), both directions with `tc`: a token bucket (`tbf`) on
+ *   the host veth's egress shapes traffic *to* the machine; traffic *from* it arrives as
+ *   the veth's ingress, which a `u32` filter redirects (`mirred`) to an `ifb` device of
+ *   the machine's own (`pi…`), shaped by a second `tbf`. (An ingress policer would be
+ *   simpler, but kernels without `act_police`, like this project's test hosts, refuse
+ *   it; `ifb` and `mirred` are everywhere.)
  * - **New connections per minute**, with nftables: a table `ip pp_<veth>` holds one
  *   named limit shared by three chains: `output` (the host, where the proxy runs, to the
  *   machine), `forward` (the machine to and from anywhere else) and `input` (the machine
@@ -16,6 +18,7 @@
  *
  * Every call states the whole policy (idempotent); child processes get argument arrays.
  */
+import { readFile } from 'node:fs/promises';
 import { CommandError, run } from './exec.js';
 import { vethName } from './names.js';
 
@@ -37,17 +40,28 @@ function burstBytes(mbit: number): number {
   return Math.max(16 * 1024, Math.floor((mbit * 1_000_000) / 8 / 50));
 }
 
-async function applyBandwidth(veth: string, mbit: number | null): Promise<void> {
+/** The machine's ifb device: `pi` and the same hash as its veth (`pv…`). */
+const ifbOf = (veth: string) => `pi${veth.slice(2)}`;
+
+async function removeBandwidth(veth: string): Promise<void> {
   await tryRun(['tc', 'qdisc', 'del', 'dev', veth, 'root']);
   await tryRun(['tc', 'qdisc', 'del', 'dev', veth, 'ingress']);
+  await tryRun(['ip', 'link', 'del', 'dev', ifbOf(veth)]);
+}
+
+async function applyBandwidth(veth: string, mbit: number | null): Promise<void> {
+  await removeBandwidth(veth);
   if (mbit === null) return;
-  const rate = `${mbit}mbit`;
-  const burst = String(burstBytes(mbit));
-  await run(['tc', 'qdisc', 'add', 'dev', veth, 'root', 'tbf', 'rate', rate, 'burst', burst, 'latency', '100ms']);
+  const ifb = ifbOf(veth);
+  const tbf = ['tbf', 'rate', `${mbit}mbit`, 'burst', String(burstBytes(mbit)), 'latency', '100ms'];
+  await run(['tc', 'qdisc', 'add', 'dev', veth, 'root', ...tbf]);
+  await run(['ip', 'link', 'add', 'name', ifb, 'type', 'ifb']);
+  await run(['ip', 'link', 'set', 'dev', ifb, 'up']);
+  await run(['tc', 'qdisc', 'add', 'dev', ifb, 'root', ...tbf]);
   await run(['tc', 'qdisc', 'add', 'dev', veth, 'handle', 'ffff:', 'ingress']);
   await run([
     'tc', 'filter', 'add', 'dev', veth, 'parent', 'ffff:', 'protocol', 'all', 'prio', '1',
-    'matchall', 'action', 'police', 'rate', rate, 'burst', burst, 'conform-exceed', 'drop',
+    'u32', 'match', 'u32', '0', '0', 'action', 'mirred', 'egress', 'redirect', 'dev', ifb,
   ]);
 }
 
@@ -91,10 +105,20 @@ export async function applyNetworkPolicy(
   await run(['nft', '-f', '-'], 30_000, connectionRuleset(veth, ip, limits.newConnectionsPerMinute));
 }
 
-/** Removes a machine's policy (idempotent): its table; the veth's qdiscs go with the veth. */
+/**
+ * The interface index of the machine's host veth, or undefined while it has none. A
+ * new index means a new veth (a restart), which carries none of the old qdiscs.
+ */
+export async function vethIndex(machineId: string): Promise<string | undefined> {
+  const text = await readFile(`/sys/class/net/${vethName(machineId)}/ifindex`, 'utf8').catch(
+    () => undefined,
+  );
+  return text?.trim();
+}
+
+/** Removes a machine's policy (idempotent): qdiscs, its ifb device, its table. */
 export async function removeNetworkPolicy(machineId: string): Promise<void> {
   const veth = vethName(machineId);
-  await tryRun(['tc', 'qdisc', 'del', 'dev', veth, 'root']);
-  await tryRun(['tc', 'qdisc', 'del', 'dev', veth, 'ingress']);
+  await removeBandwidth(veth);
   await run(['nft', '-f', '-'], 30_000, connectionRuleset(veth, '0.0.0.0', null));
 }

@@ -7,15 +7,19 @@
  * another address), so a machine that starts is limited before it serves for long.
  */
 import type { NetworkLimits } from '../../runtime/sandbox/network-policy.js';
-import { applyNetworkPolicy, removeNetworkPolicy } from '../../runtime/sandbox/network-policy.js';
+import {
+  applyNetworkPolicy,
+  removeNetworkPolicy,
+  vethIndex,
+} from '../../runtime/sandbox/network-policy.js';
 import type { ServiceContext } from '../context.js';
 
-/** What this process applied, per machine (`ip|mbit|perMinute`), so repeats cost nothing. */
+/** What this process applied, per machine (`ip|veth index|mbit|perMinute`): repeats cost nothing. */
 const applied = new WeakMap<ServiceContext, Map<string, string>>();
 /** One reconcile per machine at a time; a word arriving meanwhile runs it once more. */
 const running = new WeakMap<ServiceContext, Map<string, Promise<void>>>();
 
-const NONE = 'none';
+const SETTLE_MS = 1_000;
 
 function memo<T>(map: WeakMap<ServiceContext, Map<string, T>>, ctx: ServiceContext) {
   let m = map.get(ctx);
@@ -23,8 +27,11 @@ function memo<T>(map: WeakMap<ServiceContext, Map<string, T>>, ctx: ServiceConte
   return m;
 }
 
-/** Policies are host-local and need root (tc, nft); elsewhere they are stored only. */
-const canEnforce = (ctx: ServiceContext) => !!ctx.machines && process.getuid?.() === 0;
+/**
+ * Policies are host-local and need root (tc, nft), as machines do; elsewhere they are
+ * stored only. (`ctx.machines` is made on first use, so it cannot be asked at start-up.)
+ */
+const canEnforce = (_ctx: ServiceContext) => process.getuid?.() === 0;
 
 async function wanted(
   ctx: ServiceContext,
@@ -53,15 +60,19 @@ async function wanted(
 
 async function reconcileOnce(ctx: ServiceContext, machineId: string): Promise<void> {
   const want = await wanted(ctx, machineId);
-  const key = want
-    ? `${want.ip}|${want.limits.bandwidthMbit}|${want.limits.newConnectionsPerMinute}`
-    : NONE;
   const done = memo(applied, ctx);
-  if ((done.get(machineId) ?? NONE) === key) return;
-  if (want) await applyNetworkPolicy(machineId, want.ip, want.limits);
-  else await removeNetworkPolicy(machineId);
-  if (key === NONE) done.delete(machineId);
-  else done.set(machineId, key);
+  if (!want) {
+    if (done.has(machineId)) await removeNetworkPolicy(machineId);
+    done.delete(machineId);
+    return;
+  }
+  // Keyed by the veth's index too: a restarted machine has a new veth without qdiscs.
+  const index = await vethIndex(machineId);
+  if (index === undefined) return; // not on the network yet: its next change word
+  const key = `${want.ip}|${index}|${want.limits.bandwidthMbit}|${want.limits.newConnectionsPerMinute}`;
+  if (done.get(machineId) === key) return;
+  await applyNetworkPolicy(machineId, want.ip, want.limits);
+  done.set(machineId, key);
 }
 
 /** Brings machine `machineId`'s policy in step with the store (serialised per machine). */
@@ -100,11 +111,23 @@ export async function followNetworkPolicies(ctx: ServiceContext): Promise<() => 
   if (!canEnforce(ctx)) return () => undefined;
   const emitter = ctx.memory.machineChanges;
   const original = emitter.emit.bind(emitter);
+  const later = new Map<string, NodeJS.Timeout>();
+  const reconcile = (id: string) =>
+    reconcileMachine(ctx, id).catch((err: unknown) =>
+      ctx.log.warn({ err, machineId: id }, 'network policy not applied'),
+    );
   emitter.emit = (event: string | symbol, ...args: unknown[]) => {
     if (typeof event === 'string' && event.startsWith('mch-')) {
-      reconcileMachine(ctx, event).catch((err: unknown) =>
-        ctx.log.warn({ err, machineId: event }, 'network policy not applied'),
-      );
+      void reconcile(event);
+      // Once more when the changes of a start have settled (a word may come before the
+      // row or the veth it speaks of is final).
+      clearTimeout(later.get(event));
+      const timer = setTimeout(() => {
+        later.delete(event);
+        void reconcile(event);
+      }, SETTLE_MS);
+      timer.unref();
+      later.set(event, timer);
     }
     return original(event, ...args);
   };
@@ -121,5 +144,6 @@ export async function followNetworkPolicies(ctx: ServiceContext): Promise<() => 
   }
   return () => {
     emitter.emit = original;
+    for (const t of later.values()) clearTimeout(t);
   };
 }
