@@ -40,8 +40,7 @@ const CACHE_TTL_MS = 30_000;
 
 /** What the gate decided: pass the request on, or answer it with this. */
 export type GateVerdict =
-  | { pass: true }
-  | { pass: false; status: number; headers: Record<string, string>; body: string };
+  { pass: true } | { pass: false; status: number; headers: Record<string, string>; body: string };
 
 /** The seam `AppProxy` asks; `ProtectionGate` is the platform's. */
 export interface AccessGate {

@@ -81,7 +81,11 @@ beforeAll(async () => {
       ],
     ],
     config: {
-      Cmd: ['/bin/sh', '-c', 'httpd -p 3000 -h /www; /usr/bin/socat TCP-LISTEN:5000,fork,reuseaddr,backlog=512 OPEN:/dev/null & exec nc -ll -p 4000 -e /bin/sink'],
+      Cmd: [
+        '/bin/sh',
+        '-c',
+        'httpd -p 3000 -h /www; /usr/bin/socat TCP-LISTEN:5000,fork,reuseaddr,backlog=512 OPEN:/dev/null & exec nc -ll -p 4000 -e /bin/sink',
+      ],
     },
   });
   expect((await bed.req('POST', '/v1/apps', { name: 'limited' })).status).toBe(201);
@@ -100,7 +104,11 @@ afterAll(async () => {
 describe.skipIf(!canRunMachines)('network policy', () => {
   it('has no limits by default; transfers are fast', async () => {
     const res = await bed.req('GET', N);
-    expect(res.body).toEqual({ appName: 'limited', bandwidthMbit: null, newConnectionsPerMinute: null });
+    expect(res.body).toEqual({
+      appName: 'limited',
+      bandwidthMbit: null,
+      newConnectionsPerMinute: null,
+    });
     expect(await download()).toBeLessThan(IDEAL_S / 2);
     expect(await upload()).toBeLessThan(IDEAL_S / 2);
   });
@@ -155,9 +163,18 @@ describe.skipIf(!canRunMachines)('network policy', () => {
   it('refuses bad input; other organizations see nothing; keys are judged', async () => {
     const cases: [unknown, string[]][] = [
       [{}, ['bandwidthMbit', 'newConnectionsPerMinute']],
-      [{ bandwidthMbit: 0, newConnectionsPerMinute: -1 }, ['bandwidthMbit', 'newConnectionsPerMinute']],
-      [{ bandwidthMbit: 1.5, newConnectionsPerMinute: null, reason: 'x'.repeat(501) }, ['bandwidthMbit', 'reason']],
-      [{ bandwidthMbit: '5', newConnectionsPerMinute: 1e9 }, ['bandwidthMbit', 'newConnectionsPerMinute']],
+      [
+        { bandwidthMbit: 0, newConnectionsPerMinute: -1 },
+        ['bandwidthMbit', 'newConnectionsPerMinute'],
+      ],
+      [
+        { bandwidthMbit: 1.5, newConnectionsPerMinute: null, reason: 'x'.repeat(501) },
+        ['bandwidthMbit', 'reason'],
+      ],
+      [
+        { bandwidthMbit: '5', newConnectionsPerMinute: 1e9 },
+        ['bandwidthMbit', 'newConnectionsPerMinute'],
+      ],
     ];
     for (const [body, fields] of cases) {
       const res = await bed.req('PUT', N, body);

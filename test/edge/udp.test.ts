@@ -62,7 +62,8 @@ describe.skipIf(!canRunMachines)('UDP endpoints', () => {
     expect(ep.id).toMatch(/^udp-/);
     // The machine may still be binding its port: a few tries.
     let reply: string | undefined;
-    for (let i = 0; i < 10 && reply === undefined; i++) reply = await roundTrip(ep.publicPort, 'ping', 500);
+    for (let i = 0; i < 10 && reply === undefined; i++)
+      reply = await roundTrip(ep.publicPort, 'ping', 500);
     expect(reply).toBe('ping');
     // A second client gets a flow of its own.
     expect(await roundTrip(ep.publicPort, 'second')).toBe('second');

@@ -30,10 +30,11 @@ export interface NetworkLimits {
 const tableOf = (veth: string) => `pp_${veth}`;
 
 /** Runs `argv`, ignoring a failure (removing what is not there). */
-const tryRun = (argv: string[]) => run(argv).catch((err: unknown) => {
-  if (!(err instanceof CommandError)) throw err;
-  return '';
-});
+const tryRun = (argv: string[]) =>
+  run(argv).catch((err: unknown) => {
+    if (!(err instanceof CommandError)) throw err;
+    return '';
+  });
 
 /** Bytes a token bucket may hold: 20 ms at the rate, at least a few full frames. */
 function burstBytes(mbit: number): number {
@@ -60,8 +61,28 @@ async function applyBandwidth(veth: string, mbit: number | null): Promise<void> 
   await run(['tc', 'qdisc', 'add', 'dev', ifb, 'root', ...tbf]);
   await run(['tc', 'qdisc', 'add', 'dev', veth, 'handle', 'ffff:', 'ingress']);
   await run([
-    'tc', 'filter', 'add', 'dev', veth, 'parent', 'ffff:', 'protocol', 'all', 'prio', '1',
-    'u32', 'match', 'u32', '0', '0', 'action', 'mirred', 'egress', 'redirect', 'dev', ifb,
+    'tc',
+    'filter',
+    'add',
+    'dev',
+    veth,
+    'parent',
+    'ffff:',
+    'protocol',
+    'all',
+    'prio',
+    '1',
+    'u32',
+    'match',
+    'u32',
+    '0',
+    '0',
+    'action',
+    'mirred',
+    'egress',
+    'redirect',
+    'dev',
+    ifb,
   ]);
 }
 
@@ -102,7 +123,11 @@ export async function applyNetworkPolicy(
   if (!/^\d{1,3}(\.\d{1,3}){3}$/.test(ip)) throw new Error(`not an IPv4 address: ${ip}`);
   const veth = vethName(machineId);
   await applyBandwidth(veth, limits.bandwidthMbit);
-  await run(['nft', '-f', '-'], 30_000, connectionRuleset(veth, ip, limits.newConnectionsPerMinute));
+  await run(
+    ['nft', '-f', '-'],
+    30_000,
+    connectionRuleset(veth, ip, limits.newConnectionsPerMinute),
+  );
 }
 
 /**

@@ -47,8 +47,7 @@ export function protectionRoutes(root: FastifyInstance, { ctx }: AppDeps): void 
       body: setProtectionBody,
       response: { 200: protectionSchema },
     },
-    handler: async (req) =>
-      setProtection(ctx, principalOf(req).orgId, req.params.name, req.body),
+    handler: async (req) => setProtection(ctx, principalOf(req).orgId, req.params.name, req.body),
   });
 
   app.post('/v1/apps/:name/protection/rotate', {
