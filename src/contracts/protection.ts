@@ -50,12 +50,15 @@ export type CreateLinkBody = z.infer<typeof createLinkBody>;
 export const createdLinkSchema = protectionLinkSchema.extend({ url: z.string() });
 export type CreatedLink = z.infer<typeof createdLinkSchema>;
 
-export const createTokenBody = z.strictObject({
-  ttlSeconds: z.number().int().min(1).max(86400).optional(),
-  sub: z.string().min(1).max(256).optional(),
-  next: z.string().max(512).optional(),
-});
-export type CreateTokenBody = z.infer<typeof createTokenBody>;
+/** Every field is optional, so the body may be left out altogether. */
+export const createTokenBody = z
+  .strictObject({
+    ttlSeconds: z.number().int().min(1).max(86400).optional(),
+    sub: z.string().min(1).max(256).optional(),
+    next: z.string().max(512).optional(),
+  })
+  .nullish();
+export type CreateTokenBody = NonNullable<z.infer<typeof createTokenBody>>;
 
 export const accessTokenSchema = z.object({
   token: z.string(),

@@ -1,11 +1,14 @@
 /** Public UDP endpoints of an app (spec 4.6). */
 import { z } from 'zod';
 
-export const createUdpBody = z.strictObject({
-  /** Default: the app's internalPort (of its newest machine), else 8080. */
-  targetPort: z.number().int().min(1).max(65535).optional(),
-});
-export type CreateUdpBody = z.infer<typeof createUdpBody>;
+/** Every field is optional, so the body may be left out altogether. */
+export const createUdpBody = z
+  .strictObject({
+    /** Default: the app's internalPort (of its newest machine), else 3000. */
+    targetPort: z.number().int().min(1).max(65535).optional(),
+  })
+  .nullish();
+export type CreateUdpBody = NonNullable<z.infer<typeof createUdpBody>>;
 
 export const udpEndpointSchema = z.object({
   id: z.string(),

@@ -97,6 +97,6 @@ export function protectionRoutes(root: FastifyInstance, { ctx }: AppDeps): void 
     handler: async (req, reply) =>
       reply
         .code(201)
-        .send(await createToken(ctx, principalOf(req).orgId, req.params.name, req.body)),
+        .send(await createToken(ctx, principalOf(req).orgId, req.params.name, req.body ?? {})),
   });
 }
