@@ -118,6 +118,13 @@ export const configSchema = z.object({
    * connect through the API's tunnel (`pier db connect`, engines/front/client-policy.ts).
    */
   publicDatabaseFronts: z.boolean().default(false),
+  /** Public ports of apps' UDP endpoints (spec 4.6), as FROM-TO; bound on the listen host. */
+  udpPorts: z
+    .string()
+    .regex(/^\d{1,5}-\d{1,5}$/, 'must be FROM-TO')
+    .default('40000-40999'),
+  /** UDP endpoints an organization may hold. */
+  udpEndpointsPerOrg: z.number().int().min(0).max(10_000).default(10),
   /** The machines' private network: a bridge of this name with this IPv4 network. */
   machinesBridge: z
     .string()
@@ -291,6 +298,8 @@ export function configFromEnv(env: NodeJS.ProcessEnv): ConfigInput {
     pitrWindowDays: num('PIER_PITR_WINDOW_DAYS'),
     databasePorts: pick('PIER_DATABASE_PORTS'),
     publicDatabaseFronts: pick('PIER_PUBLIC_DATABASE_FRONTS') === '1',
+    udpPorts: pick('PIER_UDP_PORTS'),
+    udpEndpointsPerOrg: num('PIER_UDP_ENDPOINTS_PER_ORG'),
     machinesBridge: pick('PIER_MACHINES_BRIDGE'),
     machinesCidr: pick('PIER_MACHINES_CIDR'),
     machineRuntime: pick('PIER_MACHINE_RUNTIME') as ConfigInput['machineRuntime'],

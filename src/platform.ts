@@ -3,6 +3,8 @@
  * external), applies migrations, builds the services and the HTTP app, starts the job
  * worker, and listens. `close()` undoes it all in reverse order.
  */
+import { followNetworkPolicies } from './services/apps/network-policy-apply.js';
+import { startUdpRelays } from './services/apps/udp-relay.js';
 import { chmod, mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import type { FastifyInstance } from 'fastify';
@@ -326,6 +328,10 @@ export async function startPlatform(config: Config, opts: PlatformOptions = {}):
     undo.push(async () => stopOrphanSweep());
     const stopEdgeChecks = scheduleEdgeChecks(ctx);
     undo.push(async () => stopEdgeChecks());
+    const stopPolicies = await followNetworkPolicies(ctx);
+    undo.push(async () => stopPolicies());
+    const udpRelays = await startUdpRelays(ctx, config.listenHost);
+    undo.push(async () => udpRelays.stop());
 
     const base = `http://${urlHost(config.listenHost)}:${port}`;
     logger.info(

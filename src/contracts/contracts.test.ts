@@ -63,6 +63,8 @@ const NO_JSON_ANSWER = new Set([
   'DELETE /v1/ssh/tokens/:id',
   'DELETE /v1/apps/:name',
   'DELETE /v1/apps/:name/secrets/:key',
+  'DELETE /v1/apps/:name/protection/links/:id',
+  'DELETE /v1/apps/:name/udp/:id',
   'DELETE /v1/buckets/:name/credentials/:accessKeyId',
   'DELETE /v1/resources/:name',
   'DELETE /v1/volumes/:id',

@@ -85,6 +85,11 @@ export const errorCatalogue = {
     message: 'The organization has as many computers as allowed.',
   },
   'org-limit-apps': { status: 403, message: 'The organization has as many apps as allowed.' },
+  'org-limit-udp': {
+    status: 403,
+    message: 'The organization has as many UDP endpoints as allowed.',
+  },
+  'udp-ports-exhausted': { status: 503, message: 'No public UDP port is free; retry later.' },
   'org-limit-databases': {
     status: 403,
     message: 'The organization has as many databases as allowed.',

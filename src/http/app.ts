@@ -20,6 +20,7 @@ import { consolePlugin } from '../console/index.js';
 import { s3Gateway } from './s3/plugin.js';
 import { AppProxy, proxyPlugin } from '../proxy/index.js';
 import { MachineTargets } from '../proxy/machine-targets.js';
+import { ProtectionGate } from '../proxy/protection.js';
 import { edgeResolver } from '../services/domains/hosts.js';
 
 declare module 'fastify' {
@@ -78,6 +79,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     log: app.log.child({ component: 'proxy' }),
     // Custom domains and zone names, and HTTP→HTTPS where the TLS edge has a certificate.
     resolveHost: edgeResolver(deps.ctx, () => deps.config.tlsPublicPort),
+    // Protected apps (password, signed links): judged before anything is forwarded, on the
+    // plain listener and the TLS edge alike.
+    gate: new ProtectionGate(deps.ctx),
   });
   app.decorate('appProxy', proxy);
   proxyPlugin(app, proxy);

@@ -11,6 +11,7 @@ import { answerError, answerErrorRaw } from './answer.js';
 import { exchange, type ExchangeContext } from './forward.js';
 import { normalizePublicHost, parseAppHost, type AppAddress } from './host.js';
 import { TargetPicker } from './picker.js';
+import { answerVerdict, answerVerdictRaw, type AccessGate } from './protection.js';
 import { connectTo, splice } from './tunnel.js';
 import type { AppProxyOptions, ProxyLog, ProxyTarget, ProxyTargets } from './types.js';
 
@@ -25,6 +26,7 @@ export class AppProxy {
   private readonly connectTimeoutMs: number;
   private readonly trustForwarded: boolean;
   private readonly resolveHost: AppProxyOptions['resolveHost'];
+  private readonly gate: AccessGate | undefined;
   // Kept-alive connections to machines: most of the proxy's cost saved on busy apps.
   private readonly agent = new http.Agent({
     keepAlive: true,
@@ -43,6 +45,7 @@ export class AppProxy {
     this.responseTimeoutMs = options.responseTimeoutMs ?? 60_000;
     this.trustForwarded = options.trustForwarded ?? false;
     this.resolveHost = options.resolveHost;
+    this.gate = options.gate;
     this.exchangeContext = {
       agent: this.agent,
       connectTimeoutMs: this.connectTimeoutMs,
@@ -84,6 +87,9 @@ export class AppProxy {
         res.writeHead(308, { location: address.redirect, 'content-length': 0 }).end();
         return;
       }
+      // Protection first: nothing of a refused request reaches (or wakes) a machine.
+      const verdict = await this.gate?.check(req, address.app, false);
+      if (verdict && !verdict.pass) return answerVerdict(res, verdict);
       await this.picker.connect(address, (target) =>
         exchange(req, res, target, this.exchangeContext),
       );
@@ -103,6 +109,8 @@ export class AppProxy {
     socket.on('error', () => undefined);
     try {
       const address = this.addressOrThrow(req);
+      const verdict = await this.gate?.check(req, address.app, true);
+      if (verdict && !verdict.pass) return answerVerdictRaw(socket, verdict);
       const upstream = await this.picker.connect(address, async (target) => {
         const s = await connectTo(target, this.connectTimeoutMs);
         this.touch(target);

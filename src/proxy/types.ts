@@ -3,6 +3,7 @@
  * are and never learns about apps, organizations or runtimes itself. The machines
  * service implements it; unit tests script it over plain HTTP servers; test/machines drives the real one.
  */
+import type { AccessGate } from './protection.js';
 
 import type { AppAddress } from './host.js';
 
@@ -57,4 +58,6 @@ export interface AppProxyOptions {
    * memory: called for every `Host` that is not a default address.
    */
   resolveHost?: (host: string, req: import('node:http').IncomingMessage) => AppAddress | undefined;
+  /** Protection of apps (password, signed links): asked before anything is forwarded. */
+  gate?: AccessGate;
 }

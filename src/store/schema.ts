@@ -569,6 +569,39 @@ export interface ProviderEventsTable {
   received_at: CreatedAt;
 }
 
+export interface AppProtectionTable {
+  app_id: string;
+  mode: 'password' | 'signed';
+  password_hash: string | null;
+  secret_nonce: Buffer;
+  secret_ciphertext: Buffer;
+  updated_at: ColumnType<Date, Date | string | undefined, Date | string>;
+}
+
+export interface ProtectionLinksTable {
+  id: string;
+  app_id: string;
+  label: string;
+  expires_at: NullableTimestamp;
+  created_at: CreatedAt;
+}
+
+export interface AppNetworkPolicyTable {
+  app_id: string;
+  bandwidth_mbit: number | null;
+  new_connections_per_minute: number | null;
+  reason: string | null;
+  updated_at: ColumnType<Date, Date | string | undefined, Date | string>;
+}
+
+export interface UdpEndpointsTable {
+  id: string;
+  app_id: string;
+  public_port: number;
+  target_port: number;
+  created_at: CreatedAt;
+}
+
 export interface Database {
   machines: MachinesTable;
   machine_checkpoints: MachineCheckpointsTable;
@@ -619,6 +652,10 @@ export interface Database {
   edge_certificates: EdgeCertificatesTable;
   edge_acme_accounts: EdgeAcmeAccountsTable;
   edge_challenges: EdgeChallengesTable;
+  app_protection: AppProtectionTable;
+  protection_links: ProtectionLinksTable;
+  app_network_policy: AppNetworkPolicyTable;
+  udp_endpoints: UdpEndpointsTable;
 }
 
 export type EdgeStatus = 'pending_dns' | 'verified' | 'cert_issued' | 'error';

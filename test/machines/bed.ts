@@ -70,7 +70,12 @@ export async function freeMachineCidr(base: number): Promise<string> {
  * its own: api 100, checkpoints 120, guest 140, volumes 160, the CLI's 180, the console's
  * 200 (the runtime testbeds use 216–218; the benchmarks pick a free one).
  */
-export async function startMachineBed(prefix: string, octet: number): Promise<MachineBed> {
+export async function startMachineBed(
+  prefix: string,
+  octet: number,
+  /** Settings of the platform beyond the bed's own (`livenessIntervalMs`…). */
+  extra: Record<string, unknown> = {},
+): Promise<MachineBed> {
   const bridge = `${prefix}${process.pid % 100000}`;
   const registry = await startRegistry();
   const config = {
@@ -80,6 +85,7 @@ export async function startMachineBed(prefix: string, octet: number): Promise<Ma
     // The registry is on 127.0.0.1, which the outbound guard refuses: trusted by name,
     // as an operator would, so pulls still go through the guard.
     trustedRegistries: [registry.host],
+    ...extra,
   };
   const first = await startTestPlatform(config);
   const org = await first.createOrg();

@@ -1,4 +1,4 @@
-/** Client commands: login, tokens, ssh-keys, apps, secrets, buckets, db, machines, mcp and webhooks. */
+/** Client commands: login, tokens, ssh-keys, apps, secrets, protect, buckets, db, machines, mcp and webhooks. */
 import type { Command } from 'commander';
 import { registerApps } from './apps.js';
 import { registerBuckets } from './buckets.js';
@@ -6,6 +6,7 @@ import { registerDb } from './db.js';
 import { registerLogin } from './login.js';
 import { registerMachines } from './machines.js';
 import { registerMcp } from './mcp.js';
+import { registerProtect } from './protect.js';
 import { registerSecrets } from './secrets.js';
 import { registerSshKeys } from './ssh-keys.js';
 import { registerTokens } from './tokens.js';
@@ -18,6 +19,7 @@ export function registerClientCommands(program: Command): void {
   registerSshKeys(program);
   registerApps(program);
   registerSecrets(program);
+  registerProtect(program);
   registerBuckets(program);
   registerDb(program);
   registerMachines(program);

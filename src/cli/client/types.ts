@@ -12,3 +12,4 @@ export type {
   KeyAgent as AgentBlock,
   KeyRecord as TokenRecord,
 } from '../../contracts/tokens.js';
+export type { AccessToken, CreatedLink, Protection } from '../../contracts/protection.js';

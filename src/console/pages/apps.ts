@@ -151,7 +151,10 @@ export const appsFamily: PageFamily = {
       return {
         title: `App ${app.name}`,
         nav: 'apps',
-        body: html`<h2>Machines</h2>
+        body: html`<p>
+            <a href="${appPath(name)}/edge">Protection, network policy and UDP endpoints</a>
+          </p>
+          <h2>Machines</h2>
           ${liveMachines(c, name, machines)}
           <h2>Run a machine</h2>
           ${runForm(c, name)}

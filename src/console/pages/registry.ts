@@ -2,6 +2,7 @@
  * Every family of console pages, in navigation order. To add a family: write
  * `pages/<family>.ts` exporting a `PageFamily`, and put it here. See ../README.md.
  */
+import { appEdgeFamily } from './app-edge.js';
 import { appsFamily } from './apps.js';
 import { auditFamily } from './audit.js';
 import { billingFamily } from './billing.js';
@@ -18,6 +19,7 @@ import { webhooksFamily } from './webhooks.js';
 
 export const PAGE_FAMILIES: PageFamily[] = [
   appsFamily,
+  appEdgeFamily,
   databasesFamily,
   bucketsFamily,
   volumesFamily,

@@ -7,6 +7,9 @@ import { priceRoutes } from './admin/prices.js';
 import { adminRoutes } from './admin/orgs.js';
 import { appRoutes } from './apps/apps.js';
 import { attachRoutes } from './apps/attach.js';
+import { protectionRoutes } from './apps/protection.js';
+import { networkPolicyRoutes } from './apps/policy.js';
+import { udpRoutes } from './apps/udp.js';
 import { bucketRoutes } from './buckets/buckets.js';
 import { bucketCorsRoutes } from './buckets/cors.js';
 import { bucketCredentialRoutes } from './buckets/credentials.js';
@@ -50,6 +53,9 @@ export async function registerRoutes(app: FastifyInstance, deps: AppDeps): Promi
     consoleMeRoutes,
     appRoutes,
     attachRoutes,
+    protectionRoutes,
+    networkPolicyRoutes,
+    udpRoutes,
     secretRoutes,
     bucketRoutes,
     bucketObjectRoutes,

@@ -1,0 +1,60 @@
+/**
+ * Small edits of an incoming request for the access gate: pier's own credentials (the
+ * access header, Basic authorization it consumed, its cookie) are taken off before the
+ * request is forwarded, so an app never sees them. Forwarding reads `rawHeaders`, so
+ * both views are edited.
+ */
+import type http from 'node:http';
+
+/** Removes every header `name` from the request. */
+export function dropHeader(req: http.IncomingMessage, name: string): void {
+  const lower = name.toLowerCase();
+  const raw = req.rawHeaders;
+  for (let i = raw.length - 2; i >= 0; i -= 2) {
+    if (raw[i]!.toLowerCase() === lower) raw.splice(i, 2);
+  }
+  delete req.headers[lower];
+}
+
+const pairs = (header: string) =>
+  header
+    .split(';')
+    .map((p) => p.trim())
+    .filter(Boolean);
+
+/** The value of cookie `name`, if the request sends one. */
+export function firstCookie(req: http.IncomingMessage, name: string): string | undefined {
+  for (const p of pairs(req.headers.cookie ?? '')) {
+    const eq = p.indexOf('=');
+    if (eq > 0 && p.slice(0, eq) === name) return p.slice(eq + 1);
+  }
+  return undefined;
+}
+
+/** Removes cookie `name` from every `Cookie` header (and the header, if nothing is left). */
+export function dropCookie(req: http.IncomingMessage, name: string): void {
+  const raw = req.rawHeaders;
+  for (let i = raw.length - 2; i >= 0; i -= 2) {
+    if (raw[i]!.toLowerCase() !== 'cookie') continue;
+    const kept = pairs(raw[i + 1]!).filter((p) => !p.startsWith(`${name}=`));
+    if (kept.length) raw[i + 1] = kept.join('; ');
+    else raw.splice(i, 2);
+  }
+  const kept = pairs(req.headers.cookie ?? '').filter((p) => !p.startsWith(`${name}=`));
+  if (kept.length) req.headers.cookie = kept.join('; ');
+  else delete req.headers.cookie;
+}
+
+/** The request body as text, at most `limit` bytes (the rest is ignored). */
+export function readSmallBody(req: http.IncomingMessage, limit: number): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    req.on('data', (c: Buffer) => {
+      if (size < limit) chunks.push(c);
+      size += c.length;
+    });
+    req.on('end', () => resolve(Buffer.concat(chunks).toString('utf8').slice(0, limit)));
+    req.on('error', reject);
+  });
+}
