@@ -128,6 +128,72 @@ export async function bookEntry(
   };
 }
 
+/** One usage entry of a window (a debit: `micros` is negative). */
+export interface UsageDebit {
+  orgId: string;
+  micros: bigint;
+  /** The usage kind: with the organization and the window, what makes the entry unique. */
+  reference: string;
+  detail: string;
+}
+
+/**
+ * Books a whole window's usage entries at once, in the caller's transaction: one
+ * statement inserts them (those already booked for their organization, window and kind
+ * are skipped, as in bookEntry), sums what was inserted per organization and moves each
+ * balance and block by that sum. Entry by entry this took three statements each; a
+ * window of many organizations is now one round trip. Debits only, so the block a sum
+ * leaves is the block the entries one after another would have left. Answers the
+ * entries booked, the organizations whose balance moved and, of those, the ones this
+ * window blocked.
+ */
+export async function bookUsageDebits(
+  tx: Tx,
+  window: { from: Date; to: Date; at: Date },
+  debits: UsageDebit[],
+): Promise<{ booked: number; charged: string[]; blockedNow: string[] }> {
+  if (debits.length === 0) return { booked: 0, charged: [], blockedNow: [] };
+  if (debits.some((d) => d.micros >= 0n)) throw new Error('usage entries are debits');
+  const { rows } = await sql<{ org_id: string; blocked_now: boolean; booked: string }>`
+    WITH input AS (
+      SELECT * FROM unnest(
+        ${debits.map(() => newId('led'))}::text[], ${debits.map((d) => d.orgId)}::text[],
+        ${debits.map((d) => d.micros.toString())}::numeric[],
+        ${debits.map((d) => d.reference)}::text[], ${debits.map((d) => d.detail)}::text[]
+      ) AS t(id, org_id, micros, reference, detail)
+    ), inserted AS (
+      INSERT INTO ledger_entries
+        (id, org_id, kind, amount_micros, reference, window_from, window_to, detail, at)
+      SELECT id, org_id, 'usage', micros, reference, ${window.from}, ${window.to}, detail, ${window.at}
+        FROM input
+      ON CONFLICT (org_id, window_from, reference) WHERE kind = 'usage' DO NOTHING
+      RETURNING org_id, amount_micros
+    ), sums AS (
+      SELECT org_id, sum(amount_micros) AS total FROM inserted GROUP BY org_id
+    ), before AS (
+      -- Locked as read, before the update below (which joins it) touches the row: the
+      -- block as it stood, even if a top-up committed meanwhile.
+      SELECT a.org_id, a.blocked_at FROM credit_accounts a
+        JOIN sums s ON s.org_id = a.org_id
+       FOR UPDATE OF a
+    )
+    UPDATE credit_accounts a
+       SET balance_micros = a.balance_micros + s.total,
+           blocked_at = CASE
+             WHEN a.balance_micros + s.total > 0 THEN NULL
+             WHEN a.blocked_at IS NULL THEN clock_timestamp()
+             ELSE a.blocked_at END
+      FROM sums s JOIN before b ON b.org_id = s.org_id
+     WHERE a.org_id = s.org_id
+    RETURNING a.org_id, (b.blocked_at IS NULL AND a.blocked_at IS NOT NULL) AS blocked_now,
+              (SELECT count(*) FROM inserted) AS booked`.execute(tx);
+  return {
+    booked: Number(rows[0]?.booked ?? 0),
+    charged: rows.map((r) => r.org_id),
+    blockedNow: rows.filter((r) => r.blocked_now).map((r) => r.org_id),
+  };
+}
+
 /** Books a whole-cent entry (grants, top-ups) and moves the balance; see bookEntry. */
 export async function addLedgerEntry(tx: Tx, orgId: string, e: NewEntry): Promise<LedgerEntry> {
   const booked = await bookEntry(tx, orgId, {

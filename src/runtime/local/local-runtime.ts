@@ -27,6 +27,7 @@ import {
   Network,
   readLogs,
   Sandboxes,
+  sweepNetworkPolicies,
   sweepWalls,
   unmountRootfs,
   type NetworkOptions,
@@ -447,6 +448,9 @@ export class LocalRuntime implements MachineRuntime {
       await this.startDns();
       const swept = await sweepWalls();
       if (swept.length) this.opts.log.info({ bridges: swept }, 'walls of removed bridges swept');
+      const policies = await sweepNetworkPolicies();
+      if (policies.length)
+        this.opts.log.info({ veths: policies }, 'policies of gone machines swept');
       await this.walls.sync();
     })().catch((err: unknown) => {
       this.bridge = undefined;

@@ -10,6 +10,7 @@ export { assertSandboxId, netnsName, vethName } from './names.js';
 export { Network, type MachineNet, type NetworkOptions } from './network.js';
 export { together } from './together.js';
 export { applyWalls, removeWalls, sweepWalls } from './walls.js';
+export { sweepNetworkPolicies } from './network-policy.js';
 export { wallsRuleset, type WallsMachine, type WallsPlan } from './walls-ruleset.js';
 export {
   mountRootfs,

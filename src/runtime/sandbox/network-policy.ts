@@ -18,7 +18,7 @@
  *
  * Every call states the whole policy (idempotent); child processes get argument arrays.
  */
-import { readFile } from 'node:fs/promises';
+import { access, readdir, readFile } from 'node:fs/promises';
 import { CommandError, run } from './exec.js';
 import { vethName } from './names.js';
 
@@ -146,4 +146,47 @@ export async function removeNetworkPolicy(machineId: string): Promise<void> {
   const veth = vethName(machineId);
   await removeBandwidth(veth);
   await run(['nft', '-f', '-'], 30_000, connectionRuleset(veth, '0.0.0.0', null));
+}
+
+/** A machine's veth (names.ts vethName): `pv` and 11 hex digits; never the bridge. */
+const VETH = /^pv[0-9a-f]{11}$/;
+
+async function isIfb(dev: string): Promise<boolean> {
+  const out = await tryRun(['ip', '-j', '-d', 'link', 'show', 'dev', dev]);
+  const links = JSON.parse(out || '[]') as { linkinfo?: { info_kind?: string } }[];
+  return links[0]?.linkinfo?.info_kind === 'ifb';
+}
+
+const exists = (dev: string) =>
+  access(`/sys/class/net/${dev}`).then(
+    () => true,
+    () => false,
+  );
+
+/**
+ * Removes the policies of machines whose veth is gone: `pp_<veth>` tables and `pi…` ifb
+ * devices that a crashed pier (or test run) left behind when the machine's netns went
+ * away with it. A live veth's policy is never touched, so other pier processes on this
+ * host keep theirs. Answers the veths swept.
+ */
+export async function sweepNetworkPolicies(): Promise<string[]> {
+  const gone = new Set<string>();
+  const out = await tryRun(['nft', '-j', 'list', 'tables', 'ip']);
+  const tables = (JSON.parse(out || '{}') as { nftables?: { table?: { name: string } }[] })
+    .nftables;
+  for (const t of tables ?? []) {
+    const veth = t.table?.name.startsWith('pp_pv') ? t.table.name.slice(3) : undefined;
+    if (veth && VETH.test(veth) && !(await exists(veth))) {
+      await tryRun(['nft', 'delete', 'table', 'ip', tableOf(veth)]);
+      gone.add(veth);
+    }
+  }
+  for (const dev of await readdir('/sys/class/net').catch(() => [] as string[])) {
+    const veth = `pv${dev.slice(2)}`;
+    if (dev.startsWith('pi') && VETH.test(veth) && (await isIfb(dev)) && !(await exists(veth))) {
+      await tryRun(['ip', 'link', 'del', 'dev', dev]);
+      gone.add(veth);
+    }
+  }
+  return [...gone];
 }

@@ -11,8 +11,8 @@ import { sql } from 'kysely';
 import { enqueue } from '../../jobs/queue.js';
 import type { Tx } from '../../store/db.js';
 import type { ServiceContext } from '../context.js';
-import { bookEntry } from '../ledger.js';
-import { triggerRecharge } from '../payments/recharge.js';
+import { bookUsageDebits, type UsageDebit } from '../ledger.js';
+import { triggerRecharges } from '../payments/recharge.js';
 import { priceLists } from './prices.js';
 import { priceUsage, unitOf, windowStart } from './pricing.js';
 import { USAGE_LOCK } from './record.js';
@@ -74,34 +74,28 @@ async function bookNextWindow(ctx: ServiceContext, tx: Tx): Promise<BookedWindow
   const from = slot > cursor ? slot : cursor;
   const to = new Date(slot.getTime() + windowMs);
   const priced = await priceUsage(tx, { from, to, windowMs, lists: await priceLists(tx) });
-  const at = ctx.clock();
-  let entries = 0;
-  const blocked: string[] = [];
-  const charged = new Set<string>();
-  for (const u of priced) {
-    if (!u.amountMicros) continue; // unpriced, free, or less than half a micro-cent
-    const booked = await bookEntry(tx, u.orgId, {
-      kind: 'usage',
+  const debits: UsageDebit[] = priced
+    // Unpriced, free, or less than half a micro-cent: no entry.
+    .filter((u): u is typeof u & { amountMicros: bigint } => (u.amountMicros ?? 0n) > 0n)
+    .map((u) => ({
+      orgId: u.orgId,
       micros: -u.amountMicros,
       reference: u.kind,
       detail: `${u.kind}: ${u.quantity} ${unitOf(u.kind)} × ${u.priceMicros} micro-cents`,
-      windowFrom: from,
-      windowTo: to,
-      at,
-    });
-    if (!booked) continue;
-    entries++;
-    charged.add(u.orgId);
-    if (booked.blockedNow) {
-      blocked.push(u.orgId);
-      // With the block, in its transaction: the machines stop even if this process dies.
-      await enqueue(tx, ctx.jobs, STOP_BLOCKED_JOB, { orgId: u.orgId }, { dedupeKey: u.orgId });
-    }
+    }));
+  const {
+    booked,
+    charged,
+    blockedNow: blocked,
+  } = await bookUsageDebits(tx, { from, to, at: ctx.clock() }, debits);
+  for (const orgId of blocked) {
+    // With the block, in its transaction: the machines stop even if this process dies.
+    await enqueue(tx, ctx.jobs, STOP_BLOCKED_JOB, { orgId }, { dedupeKey: orgId });
   }
   // Auto-recharge looks at each debited balance once, after all of its window's entries.
-  for (const orgId of charged) await triggerRecharge(tx, ctx.jobs, orgId);
+  await triggerRecharges(tx, ctx.jobs, charged);
   await tx.updateTable('billing_cursor').set({ booked_until: to }).execute();
-  return { from, to, entries, blocked };
+  return { from, to, entries: booked, blocked };
 }
 
 /** Books every closed window not booked yet; returns what it booked. */

@@ -59,41 +59,46 @@ export async function setAutoRecharge(
 }
 
 /**
- * In the booking's transaction, after an entry of `orgId`: starts a recharge if the rule
- * asks for one and the cap allows it. Returns the top-up id it started, if any.
+ * In the booking's transaction, after a window's entries of `orgIds`: starts a recharge for
+ * each whose rule asks for one and whose cap allows it, in one statement for all of them
+ * (a window may debit thousands of organizations; few of them recharge). Returns the
+ * top-up ids it started.
  */
-export async function triggerRecharge(
+export async function triggerRecharges(
   tx: Tx,
   jobs: JobCatalogue,
-  orgId: string,
-): Promise<string | undefined> {
-  const { rows } = await sql<{ amount_cents: number }>`
+  orgIds: string[],
+): Promise<string[]> {
+  if (orgIds.length === 0) return [];
+  const { rows } = await sql<{ org_id: string; amount_cents: number }>`
     UPDATE payment_accounts p
        SET recharge_pending = true, recharged_cents = p.recharged_cents + p.amount_cents
       FROM credit_accounts a
-     WHERE p.org_id = ${orgId} AND a.org_id = p.org_id
+     WHERE p.org_id = ANY(${orgIds}::text[]) AND a.org_id = p.org_id
        AND p.recharge_enabled AND NOT p.recharge_pending AND p.recharge_failed_at IS NULL
        AND p.customer_id IS NOT NULL AND p.payment_method_id IS NOT NULL
        AND p.amount_cents > 0
        AND a.balance_micros < p.threshold_cents::numeric * 1000000
        AND p.recharged_cents + p.amount_cents <= p.cap_cents
-    RETURNING p.amount_cents`.execute(tx);
-  const amount = rows[0]?.amount_cents;
-  if (!amount) return undefined;
-  const topupId = newId('top');
-  await tx
-    .insertInto('topups')
-    .values({
-      id: topupId,
-      org_id: orgId,
-      amount_cents: amount,
-      origin: 'auto-recharge',
-      session_id: null,
-      payment_intent_id: null,
-    })
-    .execute();
-  await enqueue(tx, jobs, RECHARGE_JOB, { topupId }, { dedupeKey: topupId });
-  return topupId;
+    RETURNING p.org_id, p.amount_cents`.execute(tx);
+  const started: string[] = [];
+  for (const { org_id: orgId, amount_cents: amount } of rows) {
+    const topupId = newId('top');
+    await tx
+      .insertInto('topups')
+      .values({
+        id: topupId,
+        org_id: orgId,
+        amount_cents: amount,
+        origin: 'auto-recharge',
+        session_id: null,
+        payment_intent_id: null,
+      })
+      .execute();
+    await enqueue(tx, jobs, RECHARGE_JOB, { topupId }, { dedupeKey: topupId });
+    started.push(topupId);
+  }
+  return started;
 }
 
 /** Charges one pending auto-recharge top-up and settles it by the provider's answer. */
