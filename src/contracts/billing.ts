@@ -173,6 +173,9 @@ export const topupSchema = z.object({
 export type Topup = z.infer<typeof topupSchema>;
 
 /** PUT /v1/billing/auto-recharge (console admin). */
+/** `GET /v1/billing/topups/:id`: a top-up id (`top_…`). */
+export const topupParams = z.strictObject({ id: z.string().max(100) });
+
 export const autoRechargeBody = z.strictObject({
   enabled: z.boolean(),
   thresholdCents: cents.max(MAX_TOPUP_CENTS).default(0),
@@ -182,3 +185,6 @@ export const autoRechargeBody = z.strictObject({
 export type AutoRechargeBody = z.output<typeof autoRechargeBody>;
 
 export const portalAnswerSchema = z.object({ url: z.string() });
+
+/** What the payment provider's event route answers once an event is taken (or ignored). */
+export const providerEventAnswerSchema = z.object({ received: z.literal(true) });

@@ -6,13 +6,14 @@
  */
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
-import { z } from 'zod';
 import {
   autoRechargeBody,
   creditAccountSchema,
   portalAnswerSchema,
+  providerEventAnswerSchema,
   topupAnswerSchema,
   topupBody,
+  topupParams,
   topupSchema,
 } from '../../../contracts/billing.js';
 import { receiveProviderEvent } from '../../../services/payments/events.js';
@@ -48,7 +49,7 @@ export function paymentRoutes(root: FastifyInstance, { ctx }: AppDeps): void {
     schema: {
       tags: ['billing'],
       summary: 'Where a top-up stands (pending, paid, failed)',
-      params: z.object({ id: z.string().max(100) }),
+      params: topupParams,
       response: { 200: topupSchema },
     },
     handler: async (req) => getTopup(ctx, principalOf(req).orgId, req.params.id),
@@ -89,6 +90,7 @@ export function paymentRoutes(root: FastifyInstance, { ctx }: AppDeps): void {
         tags: ['billing'],
         summary: "The payment provider's signed events (Stripe-Signature; no API key)",
         security: [],
+        response: { 200: providerEventAnswerSchema },
       },
       handler: async (req) => {
         const sig = req.headers['stripe-signature'];
