@@ -263,8 +263,19 @@ async function waitHealthy(url: string, child: ChildProcess, log: () => Promise<
   throw new Error(`pier serve did not answer /healthz in time:\n${await log()}`);
 }
 
+/** What a benchmark may set beyond the defaults: pier's port, and settings of its own. */
+export interface MachineBenchOptions {
+  /** The API's port (a free one if not given), for servers that must know it first. */
+  port?: number;
+  /** More environment for `pier serve` (PIER_TLS_LISTEN...). */
+  env?: Record<string, string>;
+}
+
 /** Starts everything; `label` names the temp dirs. */
-export async function openMachineBench(label: string): Promise<MachinePier> {
+export async function openMachineBench(
+  label: string,
+  opts: MachineBenchOptions = {},
+): Promise<MachinePier> {
   if (process.getuid?.() !== 0) {
     throw new Error('the machine benchmarks need root (runc, netns, cgroups, mounts)');
   }
@@ -304,7 +315,7 @@ export async function openMachineBench(label: string): Promise<MachinePier> {
     const { database, store } = await pickDatabase();
     if (database) cleanup.push(database.drop);
 
-    const port = await freePort();
+    const port = opts.port ?? (await freePort());
     const url = `http://127.0.0.1:${port}`;
     const operatorToken = randomBytes(24).toString('hex');
     const logFile = path.join(workDir, 'pier.log');
@@ -412,8 +423,9 @@ export async function openMachineBench(label: string): Promise<MachinePier> {
 export async function withMachineBench<T>(
   label: string,
   fn: (b: MachinePier, www: string) => Promise<T>,
+  opts: MachineBenchOptions = {},
 ): Promise<T> {
-  const b = await openMachineBench(label);
+  const b = await openMachineBench(label, opts);
   try {
     const www = `${b.workDir}/www`;
     await writePage(www);
