@@ -22,7 +22,11 @@ import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { CgroupSet } from '../../src/host/cgroups/cgroup.js';
-import { busyboxLayer, pushImage } from '../../src/runtime/images/build.test-helper.js';
+import {
+  busyboxLayer,
+  pushImage,
+  type ImageSpec,
+} from '../../src/runtime/images/build.test-helper.js';
 import {
   isRunning,
   Network,
@@ -68,6 +72,8 @@ export interface MachinePier {
   org: BenchOrg;
   /** The image reference of the web image (busybox httpd on 3000 serving PAGE). */
   image: string;
+  /** Pushes another image to the bench's registry; answers its reference. */
+  pushImage(name: string, spec: ImageSpec): Promise<string>;
   api(method: string, route: string, body?: unknown, expect?: number): Promise<any>;
   /** POST /v1/apps. */
   createApp(name: string): Promise<void>;
@@ -354,6 +360,7 @@ export async function openMachineBench(
           ...(process.env.BENCH_MACHINE_RUNTIME
             ? { PIER_MACHINE_RUNTIME: process.env.BENCH_MACHINE_RUNTIME }
             : {}),
+          ...opts.env,
         },
       },
     );
@@ -398,6 +405,10 @@ export async function openMachineBench(
       cidr,
       org,
       image,
+      pushImage: async (name, spec) => {
+        await pushImage(registry.url, name, spec);
+        return `${registry.host}/${name}`;
+      },
       api,
       createApp: async (name) => {
         await api('POST', '/v1/apps', { name }, 201);
