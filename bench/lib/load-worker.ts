@@ -15,6 +15,7 @@ async function run(opts: LoadOptions, durationS: number): Promise<RunReport> {
     method: opts.method ?? 'GET',
     ...(opts.body === undefined ? {} : { body: opts.body }),
     headers: opts.headers ?? {},
+    ...(opts.servername === undefined ? {} : { servername: opts.servername }),
     connections: opts.connections,
     duration: durationS,
     timeout: 10,

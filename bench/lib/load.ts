@@ -15,6 +15,8 @@ export interface LoadOptions {
   method?: 'GET' | 'POST';
   body?: string;
   headers?: Record<string, string>;
+  /** The TLS server name (SNI) for an https URL (autocannon does not verify the chain). */
+  servername?: string;
   /** Concurrent keep-alive connections. */
   connections: number;
   /** Length of the measured run. */

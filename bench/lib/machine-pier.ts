@@ -22,7 +22,11 @@ import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { CgroupSet } from '../../src/host/cgroups/cgroup.js';
-import { busyboxLayer, pushImage } from '../../src/runtime/images/build.test-helper.js';
+import {
+  busyboxLayer,
+  pushImage,
+  type ImageSpec,
+} from '../../src/runtime/images/build.test-helper.js';
 import {
   isRunning,
   Network,
@@ -68,6 +72,8 @@ export interface MachinePier {
   org: BenchOrg;
   /** The image reference of the web image (busybox httpd on 3000 serving PAGE). */
   image: string;
+  /** Pushes another image to the bench's registry; answers its reference. */
+  pushImage(name: string, spec: ImageSpec): Promise<string>;
   api(method: string, route: string, body?: unknown, expect?: number): Promise<any>;
   /** POST /v1/apps. */
   createApp(name: string): Promise<void>;
@@ -263,8 +269,19 @@ async function waitHealthy(url: string, child: ChildProcess, log: () => Promise<
   throw new Error(`pier serve did not answer /healthz in time:\n${await log()}`);
 }
 
+/** What a benchmark may set beyond the defaults: pier's port, and settings of its own. */
+export interface MachineBenchOptions {
+  /** The API's port (a free one if not given), for servers that must know it first. */
+  port?: number;
+  /** More environment for `pier serve` (PIER_TLS_LISTEN...). */
+  env?: Record<string, string>;
+}
+
 /** Starts everything; `label` names the temp dirs. */
-export async function openMachineBench(label: string): Promise<MachinePier> {
+export async function openMachineBench(
+  label: string,
+  opts: MachineBenchOptions = {},
+): Promise<MachinePier> {
   if (process.getuid?.() !== 0) {
     throw new Error('the machine benchmarks need root (runc, netns, cgroups, mounts)');
   }
@@ -304,7 +321,7 @@ export async function openMachineBench(label: string): Promise<MachinePier> {
     const { database, store } = await pickDatabase();
     if (database) cleanup.push(database.drop);
 
-    const port = await freePort();
+    const port = opts.port ?? (await freePort());
     const url = `http://127.0.0.1:${port}`;
     const operatorToken = randomBytes(24).toString('hex');
     const logFile = path.join(workDir, 'pier.log');
@@ -343,6 +360,7 @@ export async function openMachineBench(label: string): Promise<MachinePier> {
           ...(process.env.BENCH_MACHINE_RUNTIME
             ? { PIER_MACHINE_RUNTIME: process.env.BENCH_MACHINE_RUNTIME }
             : {}),
+          ...opts.env,
         },
       },
     );
@@ -387,6 +405,10 @@ export async function openMachineBench(label: string): Promise<MachinePier> {
       cidr,
       org,
       image,
+      pushImage: async (name, spec) => {
+        await pushImage(registry.url, name, spec);
+        return `${registry.host}/${name}`;
+      },
       api,
       createApp: async (name) => {
         await api('POST', '/v1/apps', { name }, 201);
@@ -412,8 +434,9 @@ export async function openMachineBench(label: string): Promise<MachinePier> {
 export async function withMachineBench<T>(
   label: string,
   fn: (b: MachinePier, www: string) => Promise<T>,
+  opts: MachineBenchOptions = {},
 ): Promise<T> {
-  const b = await openMachineBench(label);
+  const b = await openMachineBench(label, opts);
   try {
     const www = `${b.workDir}/www`;
     await writePage(www);
