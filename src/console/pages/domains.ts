@@ -6,6 +6,7 @@
  */
 import type { App } from '../../contracts/apps.js';
 import type { DnsRecord, Domain } from '../../contracts/domains.js';
+import type { Zone } from '../../contracts/zones.js';
 import { Refusal } from '../api.js';
 import { html, type Html } from '../html.js';
 import { csrfField, errorBox } from '../layout.js';
@@ -19,22 +20,34 @@ const v1 = (app: string) => `/v1/apps/${enc(app)}/domains`;
 
 /** The DNS records to set, one row each, `label` naming what the record is for. */
 export function dnsRecords(records: [label: string, record: DnsRecord | undefined][]): Html {
-  return html`<table class="dns-records">
-    ${records.map(([label, r]) =>
-      r
-        ? html`<tr data-record="${label}">
-            <th>${label}</th>
-            <td><code>${r.type}</code></td>
-            <td><code>${r.name}</code></td>
-            <td><code>${r.value}</code></td>
-          </tr>`
-        : '',
-    )}
-  </table>`;
+  return wide(
+    html`<table class="dns-records">
+      <thead>
+        <tr>
+          <th>Record</th>
+          <th>Type</th>
+          <th>Name</th>
+          <th>Value</th>
+        </tr>
+      </thead>
+      <tbody>
+        ${records.map(([label, r]) =>
+          r
+            ? html`<tr data-record="${label}">
+                <td>${label}</td>
+                <td><code>${r.type}</code></td>
+                <td><code>${r.name}</code></td>
+                <td><code>${r.value}</code></td>
+              </tr>`
+            : '',
+        )}
+      </tbody>
+    </table>`,
+  );
 }
 
 /** A domain's or zone's status, with the reason of its last failed check under it. */
-export function progress(p: Pick<Domain, 'status' | 'error'>): Html {
+function progress(p: Pick<Domain, 'status' | 'error'>): Html {
   // The machines' state colours: green once served with a certificate, red on failure.
   const cls = { cert_issued: 'state-running', error: 'state-failed' }[p.status as string] ?? '';
   return html`<span class="state ${cls}" data-status="${p.status}">${p.status}</span>
@@ -79,23 +92,32 @@ function redirectForm(c: PageContext, app: App, d: Domain, all: Domain[]): Html 
   );
 }
 
-function domainRow(c: PageContext, app: App, d: Domain, all: Domain[]): Html {
+/** Status, reason, checks and certificate: the facts domains and zones share (spec 2.10). */
+export function progressFacts(p: Domain | Zone): Html {
+  return html`<dt>Status</dt>
+    <dd>${progress(p)}</dd>
+    <dt>Checks</dt>
+    <dd><span data-attempts>${String(p.attempts)}</span>, last ${when(p.lastCheckedAt)}</dd>
+    <dt>Certificate expires</dt>
+    <dd data-cert>${when(p.certNotAfter)}</dd>`;
+}
+
+function domainSection(c: PageContext, app: App, d: Domain, all: Domain[]): Html {
   const base = `${domainsPath(app.name)}/${enc(d.domain)}`;
-  return html`<tr data-domain="${d.domain}">
-    <td>
-      <code>${d.domain}</code>
-      ${d.zone ? html`<div class="muted">in zone ${d.zone}</div>` : ''}
-    </td>
-    <td>
-      ${progress(d)}
-      <div class="muted">
-        ${String(d.attempts)} checks · last ${when(d.lastCheckedAt)}
-      </div>
-    </td>
-    <td>${dnsRecords([['proof', d.dns.proof], ['point', d.dns.point]])}</td>
-    <td data-cert>${when(d.certNotAfter)}</td>
-    <td>${redirectForm(c, app, d, all)}</td>
-    <td class="actions">
+  return html`<section class="domain" data-domain="${d.domain}">
+    <h2><code>${d.domain}</code></h2>
+    <dl class="facts">
+      ${progressFacts(d)}
+      ${d.zone ? html`<dt>Zone</dt><dd>${d.zone} (no proof record needed)</dd>` : ''}
+      <dt>Redirect</dt>
+      <dd>${redirectForm(c, app, d, all)}</dd>
+    </dl>
+    <h3>DNS records to set</h3>
+    ${dnsRecords([
+      ['proof', d.dns.proof],
+      ['point', d.dns.point],
+    ])}
+    <p class="actions">
       ${post(c, `${base}/check`, html`<button type="submit">Check now</button>`)}
       ${post(
         c,
@@ -104,29 +126,8 @@ function domainRow(c: PageContext, app: App, d: Domain, all: Domain[]): Html {
           Delete
         </button>`,
       )}
-    </td>
-  </tr>`;
-}
-
-function domainsTable(c: PageContext, app: App, list: Domain[]): Html {
-  if (list.length === 0) return html`<p class="muted">No custom domains.</p>`;
-  return wide(
-    html`<table class="domains">
-      <thead>
-        <tr>
-          <th>Domain</th>
-          <th>Status</th>
-          <th>DNS records to set</th>
-          <th>Certificate expires</th>
-          <th>Redirect</th>
-          <th></th>
-        </tr>
-      </thead>
-      <tbody>
-        ${list.map((d) => domainRow(c, app, d, list))}
-      </tbody>
-    </table>`,
-  );
+    </p>
+  </section>`;
 }
 
 async function domainsPage(c: PageContext, name: string, above: Html | string = ''): Promise<View> {
@@ -138,6 +139,7 @@ async function domainsPage(c: PageContext, name: string, above: Html | string = 
   return {
     title: `App ${name}: custom domains`,
     nav: 'apps',
+    styles: [c.assets.url('data.css')],
     body: html`<p>
         <a href="/console/apps/${enc(name)}">Back to ${name}</a> ·
         <a href="/console/apps/${enc(name)}/edge">Protection, network policy and UDP endpoints</a>
@@ -145,7 +147,8 @@ async function domainsPage(c: PageContext, name: string, above: Html | string = 
       </p>
       <p>Default address: <code>${app.defaultAddress}</code></p>
       ${checked ? html`<p class="notice" role="status">A check of ${checked} is queued.</p>` : ''}
-      ${domainsTable(c, app, list)}
+      ${list.length === 0 ? html`<p class="muted">No custom domains.</p>` : ''}
+      ${list.map((d) => domainSection(c, app, d, list))}
       <h2>Add a domain</h2>
       ${above}
       <form method="post" action="${domainsPath(name)}" class="stack add-domain">

@@ -9,24 +9,29 @@ import type { Zone } from '../../contracts/zones.js';
 import { html, type Html } from '../html.js';
 import { csrfField } from '../layout.js';
 import { redirect, type PageContext, type View } from '../router.js';
-import { dnsRecords, orInPlace, post, progress } from './domains.js';
+import { dnsRecords, orInPlace, post, progressFacts } from './domains.js';
 import type { PageFamily } from './family.js';
 import { enc } from './form-values.js';
-import { when, wide } from './widgets.js';
+import { when } from './widgets.js';
 
 const ZONES = '/console/zones';
 const V1 = '/v1/domains/zones';
 
-function zoneRow(c: PageContext, z: Zone): Html {
+function zoneSection(c: PageContext, z: Zone): Html {
   const base = `${ZONES}/${enc(z.zone)}`;
-  return html`<tr data-zone="${z.zone}">
-    <td><code>${z.zone}</code><div class="muted">claimed ${when(z.createdAt)}</div></td>
-    <td>${progress(z)}</td>
-    <td>${dnsRecords([['acme', z.dns.acme], ['point', z.dns.point]])}</td>
-    <td data-attempts>${String(z.attempts)}</td>
-    <td>${when(z.lastCheckedAt)}</td>
-    <td data-cert>${when(z.certNotAfter)}</td>
-    <td class="actions">
+  return html`<section class="zone" data-zone="${z.zone}">
+    <h2><code>${z.zone}</code></h2>
+    <dl class="facts">
+      ${progressFacts(z)}
+      <dt>Claimed</dt>
+      <dd>${when(z.createdAt)}</dd>
+    </dl>
+    <h3>DNS records to set</h3>
+    ${dnsRecords([
+      ['acme', z.dns.acme],
+      ['point', z.dns.point],
+    ])}
+    <p class="actions">
       ${post(c, `${base}/check`, html`<button type="submit">Check now</button>`)}
       ${post(
         c,
@@ -35,30 +40,8 @@ function zoneRow(c: PageContext, z: Zone): Html {
           Release
         </button>`,
       )}
-    </td>
-  </tr>`;
-}
-
-function zonesTable(c: PageContext, list: Zone[]): Html {
-  if (list.length === 0) return html`<p class="muted">No zones.</p>`;
-  return wide(
-    html`<table class="zones">
-      <thead>
-        <tr>
-          <th>Zone</th>
-          <th>Status</th>
-          <th>DNS records to set</th>
-          <th>Checks</th>
-          <th>Last checked</th>
-          <th>Certificate expires</th>
-          <th></th>
-        </tr>
-      </thead>
-      <tbody>
-        ${list.map((z) => zoneRow(c, z))}
-      </tbody>
-    </table>`,
-  );
+    </p>
+  </section>`;
 }
 
 /** The page; a refusal goes above the list (`top`) or above the claim form. */
@@ -68,6 +51,7 @@ async function zonesPage(c: PageContext, refusal: Html | string = '', at = 'clai
   return {
     title: 'Zones',
     nav: 'zones',
+    styles: [c.assets.url('data.css')],
     body: html`<p>
         A zone you prove once (the <code>acme</code> record hands its certificate's DNS
         check to pier; the <code>point</code> record sends every name below it to the edge)
@@ -75,7 +59,9 @@ async function zonesPage(c: PageContext, refusal: Html | string = '', at = 'clai
         certificate and no record of its own.
       </p>
       ${checked ? html`<p class="notice" role="status">A check of ${checked} is queued.</p>` : ''}
-      ${at === 'top' ? refusal : ''} ${zonesTable(c, list)}
+      ${at === 'top' ? refusal : ''}
+      ${list.length === 0 ? html`<p class="muted">No zones.</p>` : ''}
+      ${list.map((z) => zoneSection(c, z))}
       <h2>Claim a zone</h2>
       ${at === 'claim' ? refusal : ''}
       <form method="post" action="${ZONES}" class="stack claim-zone">
