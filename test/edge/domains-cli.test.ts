@@ -78,7 +78,10 @@ describe('pier domains', () => {
     const clear = await pier(['domains', 'redirect', 'cli-doms', 'api.shop.test', '--clear']);
     expect(clear.stdout).toBe('api.shop.test no longer redirects.\n');
     const neither = await pier(['domains', 'redirect', 'cli-doms', 'api.shop.test']);
-    expect([neither.code, neither.stderr]).toEqual([1, 'pier: give either the name to redirect to or --clear\n']);
+    expect([neither.code, neither.stderr]).toEqual([
+      1,
+      'pier: give either the name to redirect to or --clear\n',
+    ]);
     const elsewhere = await pier(['domains', 'redirect', 'cli-doms', 'api.shop.test', 'x.test']);
     expect(elsewhere.code).toBe(1);
     expect(elsewhere.stderr).toContain('(bad-request)');
@@ -96,7 +99,10 @@ describe('pier domains', () => {
     expect(wild.stderr).toMatch(/\(bad-request\)\n {2}- domain: /);
 
     const rival = await tp.createOrg();
-    const made = await tp.request('POST', '/v1/apps', { token: rival.token, body: { name: 'rival-doms' } });
+    const made = await tp.request('POST', '/v1/apps', {
+      token: rival.token,
+      body: { name: 'rival-doms' },
+    });
     expect(made.status).toBe(201);
     for (const args of [
       ['domains', 'list', 'rival-doms'],

@@ -139,7 +139,9 @@ describe('the zones page', () => {
 
     await reloadOnceChecked('/v1/domains/zones/page-zone.test', url);
     expect(await text(`${row} [data-status]`)).toBe('pending_dns');
-    expect(await text(`${row} [data-error]`)).toMatch(/^_acme-challenge\.page-zone\.test is not a CNAME/);
+    expect(await text(`${row} [data-error]`)).toMatch(
+      /^_acme-challenge\.page-zone\.test is not a CNAME/,
+    );
     expect(Number(await text(`${row} [data-attempts]`))).toBeGreaterThanOrEqual(1);
     expect(await page.locator(`${row} time`).count()).toBe(2); // last checked, claimed
     await screenshot(page, 'zones');

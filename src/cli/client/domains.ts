@@ -89,7 +89,9 @@ export function registerDomains(program: Command): void {
       }),
     );
 
-  withCommonOptions(domains.command('check').description('queue a check of the DNS and certificate'))
+  withCommonOptions(
+    domains.command('check').description('queue a check of the DNS and certificate'),
+  )
     .argument('<app>', 'app name')
     .argument('<domain>', 'the domain')
     .action(
@@ -121,7 +123,11 @@ export function registerDomains(program: Command): void {
           await connect(opts)
         ).call<Domain>('PUT', `${one(app, domain)}/redirect`, { to: to ?? null });
         if (opts.json) return printJson(d);
-        say(d.redirectTo ? `${d.domain} redirects to ${d.redirectTo}.` : `${d.domain} no longer redirects.`);
+        say(
+          d.redirectTo
+            ? `${d.domain} redirects to ${d.redirectTo}.`
+            : `${d.domain} no longer redirects.`,
+        );
       }),
     );
 

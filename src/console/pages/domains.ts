@@ -85,7 +85,8 @@ function redirectForm(c: PageContext, app: App, d: Domain, all: Domain[]): Html 
     html`<select name="to" aria-label="Redirect ${d.domain} to">
         <option value="">no redirect</option>
         ${targets.map(
-          (t) => html`<option value="${t}" ${t === d.redirectTo ? 'selected' : ''}>308 to ${t}</option>`,
+          (t) =>
+            html`<option value="${t}" ${t === d.redirectTo ? 'selected' : ''}>308 to ${t}</option>`,
         )}
       </select>
       <button type="submit">Set</button>`,
@@ -108,7 +109,12 @@ function domainSection(c: PageContext, app: App, d: Domain, all: Domain[]): Html
     <h2><code>${d.domain}</code></h2>
     <dl class="facts">
       ${progressFacts(d)}
-      ${d.zone ? html`<dt>Zone</dt><dd>${d.zone} (no proof record needed)</dd>` : ''}
+      ${
+        d.zone
+          ? html`<dt>Zone</dt>
+              <dd>${d.zone} (no proof record needed)</dd>`
+          : ''
+      }
       <dt>Redirect</dt>
       <dd>${redirectForm(c, app, d, all)}</dd>
     </dl>
@@ -122,7 +128,11 @@ function domainSection(c: PageContext, app: App, d: Domain, all: Domain[]): Html
       ${post(
         c,
         `${base}/delete`,
-        html`<button type="submit" class="danger" data-confirm="Remove ${d.domain}? Its certificate goes too.">
+        html`<button
+          type="submit"
+          class="danger"
+          data-confirm="Remove ${d.domain}? Its certificate goes too."
+        >
           Delete
         </button>`,
       )}
@@ -160,8 +170,8 @@ async function domainsPage(c: PageContext, name: string, above: Html | string = 
         <button type="submit" class="primary">Add domain</button>
       </form>
       <p class="muted">
-        Set the records the list shows, then check: pier proves the name by the TXT record,
-        sees it point at the edge, and gets its certificate. Checks also retry on their own.
+        Set the records the list shows, then check: pier proves the name by the TXT record, sees it
+        point at the edge, and gets its certificate. Checks also retry on their own.
       </p>`,
     commands: [
       { pier: `pier domains list ${name}`, method: 'GET', path: v1(name) },

@@ -36,7 +36,11 @@ function zoneSection(c: PageContext, z: Zone): Html {
       ${post(
         c,
         `${base}/release`,
-        html`<button type="submit" class="danger" data-confirm="Release ${z.zone}? Its wildcard certificate goes too.">
+        html`<button
+          type="submit"
+          class="danger"
+          data-confirm="Release ${z.zone}? Its wildcard certificate goes too."
+        >
           Release
         </button>`,
       )}
@@ -53,10 +57,10 @@ async function zonesPage(c: PageContext, refusal: Html | string = '', at = 'clai
     nav: 'zones',
     styles: [c.assets.url('data.css')],
     body: html`<p>
-        A zone you prove once (the <code>acme</code> record hands its certificate's DNS
-        check to pier; the <code>point</code> record sends every name below it to the edge)
-        serves <code>&lt;app&gt;.&lt;zone&gt;</code> for each of your apps, with one wildcard
-        certificate and no record of its own.
+        A zone you prove once (the <code>acme</code> record hands its certificate's DNS check to
+        pier; the <code>point</code> record sends every name below it to the edge) serves
+        <code>&lt;app&gt;.&lt;zone&gt;</code> for each of your apps, with one wildcard certificate
+        and no record of its own.
       </p>
       ${checked ? html`<p class="notice" role="status">A check of ${checked} is queued.</p>` : ''}
       ${at === 'top' ? refusal : ''}
