@@ -1,8 +1,9 @@
-/** Client commands: login, tokens, ssh-keys, apps, secrets, protect, buckets, db, machines, mcp and webhooks. */
+/** Client commands: login, tokens, ssh-keys, apps, secrets, protect, domains, zones, buckets, db, machines, mcp and webhooks. */
 import type { Command } from 'commander';
 import { registerApps } from './apps.js';
 import { registerBuckets } from './buckets.js';
 import { registerDb } from './db.js';
+import { registerDomains } from './domains.js';
 import { registerLogin } from './login.js';
 import { registerMachines } from './machines.js';
 import { registerMcp } from './mcp.js';
@@ -11,6 +12,7 @@ import { registerSecrets } from './secrets.js';
 import { registerSshKeys } from './ssh-keys.js';
 import { registerTokens } from './tokens.js';
 import { registerWebhooks } from './webhooks.js';
+import { registerZones } from './zones.js';
 
 /** Adds the client commands to the `pier` program. */
 export function registerClientCommands(program: Command): void {
@@ -20,6 +22,8 @@ export function registerClientCommands(program: Command): void {
   registerApps(program);
   registerSecrets(program);
   registerProtect(program);
+  registerDomains(program);
+  registerZones(program);
   registerBuckets(program);
   registerDb(program);
   registerMachines(program);

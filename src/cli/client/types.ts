@@ -13,3 +13,5 @@ export type {
   KeyRecord as TokenRecord,
 } from '../../contracts/tokens.js';
 export type { AccessToken, CreatedLink, Protection } from '../../contracts/protection.js';
+export type { DnsRecord, Domain } from '../../contracts/domains.js';
+export type { Zone } from '../../contracts/zones.js';

@@ -128,7 +128,10 @@ async function edgePage(c: PageContext, app: string, shown?: string): Promise<Vi
   return {
     title: `App ${app}: edge`,
     nav: 'apps',
-    body: html`<p><a href="/console/apps/${enc(app)}">Back to ${app}</a></p>
+    body: html`<p>
+        <a href="/console/apps/${enc(app)}">Back to ${app}</a> ·
+        <a href="/console/apps/${enc(app)}/domains">Custom domains</a>
+      </p>
       ${protectionSection(c, app, p, shown)} ${policySection(c, app, n)} ${udpSection(c, app, u)}`,
     commands: [
       { pier: `pier protect show ${app}`, method: 'GET', path: `${v1(app)}/protection` },

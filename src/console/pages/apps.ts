@@ -152,7 +152,8 @@ export const appsFamily: PageFamily = {
         title: `App ${app.name}`,
         nav: 'apps',
         body: html`<p>
-            <a href="${appPath(name)}/edge">Protection, network policy and UDP endpoints</a>
+            <a href="${appPath(name)}/edge">Protection, network policy and UDP endpoints</a> ·
+            <a href="${appPath(name)}/domains">Custom domains</a>
           </p>
           <h2>Machines</h2>
           ${liveMachines(c, name, machines)}

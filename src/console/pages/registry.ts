@@ -10,16 +10,20 @@ import { bucketsFamily } from './buckets.js';
 import { consentFamily } from './consent.js';
 import { databasesFamily } from './databases.js';
 import { deviceFamily } from './device.js';
+import { domainsFamily } from './domains.js';
 import type { PageFamily } from './family.js';
 import { oauthGrantsFamily } from './oauth-grants.js';
 import { secretsFamily } from './secrets.js';
 import { tokensFamily } from './tokens.js';
 import { volumesFamily } from './volumes.js';
+import { zonesFamily } from './zones.js';
 import { webhooksFamily } from './webhooks.js';
 
 export const PAGE_FAMILIES: PageFamily[] = [
   appsFamily,
   appEdgeFamily,
+  domainsFamily,
+  zonesFamily,
   databasesFamily,
   bucketsFamily,
   volumesFamily,
