@@ -151,6 +151,13 @@ describe('zones', () => {
     // Another org's app is not reached through this org's zone.
     expect((await httpsGet('rival.corp.test', root)).status).toBe(404);
     await expect(httpsGet('web.corp.test', '')).rejects.toThrow();
+
+    // An app made now answers below the zone at once (no certificate, no reload to wait
+    // for), and stops answering with its deletion.
+    expect((await call('POST', '/v1/apps', { name: 'late' })).status).toBe(201);
+    expect((await httpsGet('late.corp.test', root)).status).toBe(503);
+    expect((await call('DELETE', '/v1/apps/late')).status).toBe(204);
+    expect((await httpsGet('late.corp.test', root)).status).toBe(404);
   }, 120_000);
 
   it('covers domains below it without records of their own, and is in use while they are', async () => {

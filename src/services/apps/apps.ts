@@ -6,6 +6,7 @@
 import { ApiError } from '../../errors/api-error.js';
 import { newId } from '../../crypto/tokens.js';
 import type { ServiceContext } from '../context.js';
+import { noteAppOfZoneOrg } from '../domains/memory.js';
 import { claimName } from '../names.js';
 import { findApp, toApp, type App } from './records.js';
 
@@ -42,6 +43,7 @@ export async function createApp(ctx: ServiceContext, orgId: string, name: string
       .returning(['id', 'name', 'org_id', 'created_at'])
       .executeTakeFirstOrThrow();
   });
+  noteAppOfZoneOrg(ctx, orgId, name, true);
   return toApp(ctx, row);
 }
 

@@ -12,6 +12,7 @@ import type { ServiceContext } from '../context.js';
 import { machineAction } from '../machines/lifecycle.js';
 import { liveMachineIds } from '../machines/records.js';
 import { releaseName } from '../names.js';
+import { noteAppOfZoneOrg } from '../domains/memory.js';
 import { findApp, type AppRow } from './records.js';
 
 /** A step that does its own work and commits it, before the app's transaction. */
@@ -63,6 +64,7 @@ export async function deleteApp(
     const locked = await findApp(tx, orgId, appName, { lock: true });
     for (const [, step] of WITHIN) await step(tx, ctx, orgId, locked);
   });
+  noteAppOfZoneOrg(ctx, orgId, appName, false);
 }
 
 async function destroyMachines(ctx: ServiceContext, orgId: string, app: AppRow): Promise<void> {

@@ -43,3 +43,28 @@ export function edgeMemory(ctx: ServiceContext): EdgeMemory {
   }
   return m;
 }
+
+/**
+ * Keeps this replica's table in step with an app created or deleted here, at once rather
+ * than at the next reload: `<app>.<zone>` of an organization with a proven zone answers
+ * as soon as the app exists (no certificate is needed), and stops with it. Other replicas
+ * follow within `EDGE_TABLE_TTL_MS`.
+ */
+export function noteAppOfZoneOrg(
+  ctx: ServiceContext,
+  orgId: string,
+  app: string,
+  exists: boolean,
+): void {
+  const table = edgeMemory(ctx).table;
+  if (!table) return;
+  const apps = table.appsOfZoneOrgs.get(orgId);
+  if (exists) {
+    if (![...table.zones.values()].some((z) => z.orgId === orgId)) return;
+    table.appsOfZoneOrgs.set(orgId, (apps ?? new Set()).add(app));
+  } else {
+    apps?.delete(app);
+    // Its custom domains went with it.
+    for (const [name, route] of table.domains) if (route.app === app) table.domains.delete(name);
+  }
+}
