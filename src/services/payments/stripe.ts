@@ -5,7 +5,7 @@
  * signed `checkout.session.completed` event says a top-up is paid; auto-recharges are
  * off-session PaymentIntents, idempotent on the top-up id.
  */
-import Stripe from 'stripe';
+import type Stripe from 'stripe';
 import {
   BadSignature,
   type ChargeOutcome,
@@ -39,14 +39,26 @@ const idOf = (v: string | { id: string } | null | undefined) =>
 
 export class StripeProvider implements PaymentProvider {
   readonly name = 'stripe';
-  private readonly stripe: Stripe;
+  private client?: Promise<Stripe>;
 
-  constructor(private readonly settings: StripeSettings) {
-    this.stripe = new Stripe(settings.secretKey, clientOptions(settings.apiUrl));
+  constructor(private readonly settings: StripeSettings) {}
+
+  /**
+   * The SDK, loaded on first use: importing it costs over half a second of CPU, which
+   * every `pier` start (and every test file) would pay even with payments unused.
+   */
+  private sdk(): Promise<Stripe> {
+    this.client ??= import('stripe').then(
+      ({ default: StripeSdk }) =>
+        new StripeSdk(this.settings.secretKey, clientOptions(this.settings.apiUrl)),
+    );
+    return this.client;
   }
 
   async createCustomer(orgId: string, orgName: string): Promise<string> {
-    const c = await this.stripe.customers.create(
+    const c = await (
+      await this.sdk()
+    ).customers.create(
       { name: orgName, metadata: { orgId } },
       // One customer per organization even if this request is retried.
       { idempotencyKey: `customer-${orgId}` },
@@ -56,7 +68,9 @@ export class StripeProvider implements PaymentProvider {
 
   async createCheckout(req: CheckoutRequest): Promise<{ sessionId: string; url: string }> {
     const metadata = { orgId: req.orgId, topupId: req.topupId };
-    const s = await this.stripe.checkout.sessions.create(
+    const s = await (
+      await this.sdk()
+    ).checkout.sessions.create(
       {
         mode: 'payment',
         customer: req.customerId,
@@ -84,7 +98,9 @@ export class StripeProvider implements PaymentProvider {
 
   async charge(req: ChargeRequest): Promise<ChargeOutcome> {
     try {
-      const pi = await this.stripe.paymentIntents.create(
+      const pi = await (
+        await this.sdk()
+      ).paymentIntents.create(
         {
           amount: req.amountCents,
           currency: 'eur',
@@ -101,11 +117,13 @@ export class StripeProvider implements PaymentProvider {
       return { state: 'failed', reason: `payment ${pi.status}`, paymentIntentId: pi.id };
     } catch (err) {
       // A declined card (or one that needs its holder) is an answer, not an outage.
-      if (err instanceof Stripe.errors.StripeCardError) {
+      // (The SDK's error classes are not imported: it is loaded on first use.)
+      const card = err as Partial<Stripe.errors.StripeCardError> | null;
+      if (card?.type === 'StripeCardError') {
         return {
           state: 'failed',
-          reason: err.code ?? err.message,
-          paymentIntentId: idOf(err.payment_intent),
+          reason: card.code ?? card.message ?? 'card declined',
+          paymentIntentId: idOf(card.payment_intent),
         };
       }
       throw err;
@@ -113,7 +131,9 @@ export class StripeProvider implements PaymentProvider {
   }
 
   async portalUrl(customerId: string, returnUrl: string): Promise<string> {
-    const s = await this.stripe.billingPortal.sessions.create({
+    const s = await (
+      await this.sdk()
+    ).billingPortal.sessions.create({
       customer: customerId,
       return_url: returnUrl,
     });
@@ -125,7 +145,7 @@ export class StripeProvider implements PaymentProvider {
     if (!secret || !signature) throw new BadSignature('no signature or no webhook secret');
     let event: Stripe.Event;
     try {
-      event = this.stripe.webhooks.constructEvent(rawBody, signature, secret);
+      event = (await this.sdk()).webhooks.constructEvent(rawBody, signature, secret);
     } catch (err) {
       throw new BadSignature(err instanceof Error ? err.message : String(err));
     }
@@ -162,7 +182,7 @@ export class StripeProvider implements PaymentProvider {
   /** The card the checkout saved (setup_future_usage), read off its payment intent. */
   private async savedMethodOf(paymentIntentId: string | undefined): Promise<string | undefined> {
     if (!paymentIntentId) return undefined;
-    const pi = await this.stripe.paymentIntents.retrieve(paymentIntentId);
+    const pi = await (await this.sdk()).paymentIntents.retrieve(paymentIntentId);
     return idOf(pi.payment_method);
   }
 }
