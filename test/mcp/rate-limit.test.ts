@@ -29,6 +29,7 @@ beforeAll(async () => {
   replica = await startPlatform(
     resolveConfig({
       listen: '127.0.0.1:0',
+      servicesPort: 0, // not the default 8443: test files run side by side
       dataDir: replicaDir,
       databaseUrl: tp.db.url,
       logLevel: 'silent',
