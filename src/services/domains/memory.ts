@@ -11,7 +11,12 @@ import { sql } from 'kysely';
 import type { Executor } from '../../store/db.js';
 import type { ServiceContext } from '../context.js';
 
-export const EDGE_TABLE_TTL_MS = 2000;
+/**
+ * The backstop reload: changes reach every replica at once through NOTIFY, and a lost
+ * LISTEN connection makes each reload when it is back (`all`), so this only bounds what
+ * an unforeseen miss could last.
+ */
+export const EDGE_TABLE_TTL_MS = 30_000;
 
 /** A routed name: the app it reaches, and the 308 target, if any. */
 export interface EdgeRoute {
@@ -93,7 +98,7 @@ export function noteAppOfZoneOrg(
     if (![...table.zones.values()].some((z) => z.orgId === orgId)) return;
     table.appsOfZoneOrgs.set(orgId, (apps ?? new Set()).add(app));
     announceEdgeChange(ctx.db).catch((err: unknown) =>
-      ctx.log.warn({ err }, 'edge: other replicas not told of a new app (they reload within 2 s)'),
+      ctx.log.warn({ err }, 'edge: other replicas not told of a new app (they reload within 30 s)'),
     );
   } else {
     apps?.delete(app);
