@@ -175,6 +175,24 @@ describe('zones', () => {
     }
     expect((await call('GET', '/v1/apps/web/domains')).body[0].status).toBe('cert_issued');
     expect((await httpsGet('shop.corp.test', await pebble.root())).status).toBe(503);
+    // The apex, which the wildcard does not cover: the zone's certificate names it too, and
+    // it routes nowhere until an app of the org takes it as a custom domain.
+    expect((await httpsGet('corp.test', await pebble.root())).status).toBe(404);
+    const apex = await call('POST', '/v1/apps/api2/domains', { domain: 'corp.test' });
+    expect(apex.status).toBe(201);
+    expect(apex.body.zone).toBe('corp.test');
+    for (let i = 0; i < 100; i++) {
+      const got = (await call('GET', '/v1/apps/api2/domains')).body[0];
+      if (got.status === 'cert_issued') break;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    expect((await call('GET', '/v1/apps/api2/domains')).body[0].status).toBe('cert_issued');
+    expect(
+      await tp.platform.ctx.db.selectFrom('edge_certificates').select('name').execute(),
+    ).toEqual([{ name: '*.corp.test' }]);
+    expect((await httpsGet('corp.test', await pebble.root())).status).toBe(503);
+    expect((await call('DELETE', '/v1/apps/api2/domains/corp.test')).status).toBe(204);
+    expect((await httpsGet('corp.test', await pebble.root())).status).toBe(404);
     const inUse = await call('DELETE', '/v1/domains/zones/corp.test');
     expect(inUse.status).toBe(409);
     expect(inUse.body.code).toBe('zone-in-use');

@@ -23,10 +23,14 @@ import { edgeMemory, type EdgeMemory, type EdgeTable } from './memory.js';
 const certBinding = (name: string) => `edge-cert:${name}`;
 const accountBinding = (url: string) => `acme-account:${url}`;
 
-/** The certificate names that can serve `host`: itself, then its zone's wildcard. */
+/**
+ * The certificate names that can serve `host`: itself, its zone's wildcard, then the
+ * certificate of a zone whose apex it is (a zone's certificate names `*.<zone>` and
+ * `<zone>`, stored as the wildcard).
+ */
 export function certificateNamesFor(host: string): string[] {
   const dot = host.indexOf('.');
-  return dot > 0 ? [host, `*.${host.slice(dot + 1)}`] : [host];
+  return dot > 0 ? [host, `*.${host.slice(dot + 1)}`, `*.${host}`] : [host, `*.${host}`];
 }
 
 /**

@@ -1,7 +1,8 @@
 /**
  * The check of a custom domain (a durable job): DNS proof and pointing read through the
- * configured resolver, then a certificate via ACME (`singleNameChallenges`). A name below a proven zone of the org needs no record of its own, and a
- * name one label below a zone with a wildcard certificate needs no certificate either.
+ * configured resolver, then a certificate via ACME (`singleNameChallenges`). A name below
+ * a proven zone of the org needs no record of its own, and the zone's apex or a name one
+ * label below it needs no certificate either once the zone has its own.
  * The outcome is written on the row (`status`, `error`), with the time of the next check:
  * a retry on a growing schedule after a failure, the renewal after an issuance.
  */
@@ -109,9 +110,10 @@ export async function runDomainCheck(ctx: ServiceContext, domainId: string): Pro
     next_check_at: null,
   });
   await edgeChanged(ctx);
-  // One label below a zone with its wildcard: the zone's certificate serves the name.
+  // The zone's apex, or one label below it: the zone's certificate serves the name.
+  const parent = row.domain.slice(row.domain.indexOf('.') + 1);
   const wildcardCovers =
-    zone?.status === 'cert_issued' && row.domain.slice(row.domain.indexOf('.') + 1) === zone.zone;
+    zone?.status === 'cert_issued' && (row.domain === zone.zone || parent === zone.zone);
   try {
     if (wildcardCovers) {
       await update({

@@ -1,9 +1,10 @@
 /**
  * The check of a zone (a durable job): the delegation `_acme-challenge.<zone>` CNAME
  * `<acmeLabel>.acme.<edge host>` and a name below the zone pointing at the edge, read
- * through the configured resolver; then the wildcard certificate `*.<zone>` through
- * DNS-01, answered by pier's own DNS (edge/acme-dns.ts). Status machine:
- * pending_dns → verified → cert_issued | error; the next check is written on the row.
+ * through the configured resolver; then the wildcard certificate `*.<zone>` (naming the
+ * apex `<zone>` too) through DNS-01, answered by pier's own DNS (edge/acme-dns.ts).
+ * Status machine: pending_dns → verified → cert_issued | error; the next check is written
+ * on the row.
  */
 import type { Executor } from '../../store/db.js';
 import type { ServiceContext } from '../context.js';
@@ -59,7 +60,9 @@ export async function runZoneCheck(ctx: ServiceContext, zoneId: string): Promise
   });
   await edgeChanged(ctx);
   try {
-    const cert = await obtainCertificate(ctx, [`*.${row.zone}`], ['dns-01']);
+    // The apex too (the wildcard does not cover it), for an app that takes it as a custom
+    // domain; both DNS-01 answers are TXT values of `_acme-challenge.<zone>`.
+    const cert = await obtainCertificate(ctx, [`*.${row.zone}`, row.zone], ['dns-01']);
     const issuedAt = ctx.clock();
     await ctx.db.transaction().execute(async (tx) => {
       // Released meanwhile: the certificate is not kept.
