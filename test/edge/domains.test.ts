@@ -355,8 +355,8 @@ describe('custom domains', () => {
     while (!redirectOf() && performance.now() - started < 3000)
       await new Promise((r) => setTimeout(r, 5));
     expect(redirectOf()).toBe('shop.example.test');
-    // The timed reload comes every 2 s; the notice's well before.
-    expect(performance.now() - started).toBeLessThan(500);
+    // The timed reload comes every 30 s; the notice's within a busy host's round trip.
+    expect(performance.now() - started).toBeLessThan(2000);
     await call('PUT', '/v1/apps/shop/domains/www.example.test/redirect', { to: null });
   });
 
