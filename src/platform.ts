@@ -58,7 +58,7 @@ import { startTlsEdge } from './edge/tls-listener.js';
 import { startAcmeDns } from './edge/acme-dns.js';
 import { acmeTxtValues } from './services/domains/zones.js';
 import { edgeAddressOf } from './services/domains/records.js';
-import { contextFor } from './services/domains/certificates.js';
+import { alpnChallengeContext, contextFor } from './services/domains/certificates.js';
 import { edgeJobs, scheduleEdgeChecks } from './services/domains/jobs.js';
 import { startEdgeTable } from './services/domains/hosts.js';
 
@@ -260,6 +260,7 @@ export async function startPlatform(config: Config, opts: PlatformOptions = {}):
       const edge = await startTlsEdge({
         ...splitListen(config.tlsListen),
         contextFor: (name) => contextFor(ctx, name),
+        challengeFor: (name) => alpnChallengeContext(ctx, name),
         onRequest: (req, res) => void app.appProxy.handle(req, res),
         onUpgrade: (req, socket, head) => void app.appProxy.upgrade(req, socket, head),
         onError: (err, servername) => logger.warn({ err, servername }, 'edge: no TLS context'),

@@ -1,7 +1,8 @@
 /**
  * Certificates from an ACME CA (CONTRACT 6: `PIER_ACME_DIRECTORY_URL`, `PIER_ACME_CA_FILE`,
  * `PIER_ACME_EMAIL`) through `acme-client`. The caller publishes and withdraws the
- * challenge answers (HTTP-01 tokens, DNS-01 TXT values) where the CA looks for them.
+ * challenge answers (HTTP-01 tokens, DNS-01 TXT values, TLS-ALPN-01 key authorizations)
+ * where the CA looks for them.
  */
 import { readFileSync } from 'node:fs';
 import https from 'node:https';
@@ -10,14 +11,17 @@ import * as acme from 'acme-client';
 
 export type ChallengeType = 'http-01' | 'dns-01' | 'tls-alpn-01';
 
-/** Where one challenge's answer goes: HTTP-01 by token, DNS-01 by record name. */
+/** Where one challenge's answer goes: HTTP-01 by token, DNS-01 by record name, TLS-ALPN-01 by name. */
 export interface ChallengeAnswer {
   type: ChallengeType;
   /** The name being proven (`example.com`; a wildcard's base name for `*.example.com`). */
   identifier: string;
-  /** HTTP-01: the token of the URL path. DNS-01: `_acme-challenge.<identifier>`. */
+  /**
+   * HTTP-01: the token of the URL path. DNS-01: `_acme-challenge.<identifier>`.
+   * TLS-ALPN-01: the identifier (the server name the CA's handshake names).
+   */
   key: string;
-  /** HTTP-01: the key authorization. DNS-01: the TXT value. */
+  /** HTTP-01 and TLS-ALPN-01: the key authorization. DNS-01: the TXT value. */
   value: string;
 }
 
@@ -78,6 +82,24 @@ export async function registerAccount(
   return client.getAccountUrl();
 }
 
+/** ALPN protocol of TLS-ALPN-01 handshakes (RFC 8737). */
+export const ACME_TLS_ALPN = 'acme-tls/1';
+
+/**
+ * The self-signed certificate a TLS-ALPN-01 handshake for `name` answers with: the name
+ * and the digest of the key authorization in the critical acmeIdentifier extension
+ * (RFC 8737). Built from the stored key authorization by whichever replica the CA reaches.
+ */
+export async function alpnChallengeCertificate(
+  name: string,
+  keyAuthorization: string,
+): Promise<{ keyPem: string; certPem: string }> {
+  const key = await acme.crypto.createPrivateEcdsaKey('P-256');
+  const authz = { identifier: { type: 'dns', value: name } } as acme.Authorization;
+  const [, cert] = await acme.crypto.createAlpnCertificate(authz, keyAuthorization, key);
+  return { keyPem: key.toString(), certPem: cert.toString() };
+}
+
 /**
  * Orders one certificate for `names` (a wildcard `*.zone` needs DNS-01), answering the
  * challenges through `sink` in the order of `priority`, and returns it with its key.
@@ -112,7 +134,12 @@ export async function issueCertificate(
     return {
       type,
       identifier,
-      key: type === 'dns-01' ? `_acme-challenge.${identifier}` : challenge.token,
+      key:
+        type === 'dns-01'
+          ? `_acme-challenge.${identifier}`
+          : type === 'tls-alpn-01'
+            ? identifier
+            : challenge.token,
       value: keyAuthorization,
     };
   };

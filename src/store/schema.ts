@@ -695,6 +695,8 @@ export interface EdgeCertificatesTable {
   key_nonce: Buffer;
   key_sealed: Buffer;
   chain_pem: string;
+  /** SHA-256 of `chain_pem` (hex): what a replica's cached TLS context is checked against. */
+  fingerprint: string;
   not_after: Timestamp;
   issued_at: CreatedAt;
 }
@@ -708,7 +710,8 @@ export interface EdgeAcmeAccountsTable {
 }
 
 export interface EdgeChallengesTable {
-  kind: 'http-01' | 'dns-01';
+  kind: 'http-01' | 'dns-01' | 'tls-alpn-01';
+  /** HTTP-01: the token. DNS-01: `_acme-challenge.<name>`. TLS-ALPN-01: the name. */
   key: string;
   value: string;
   created_at: CreatedAt;

@@ -1,15 +1,20 @@
 /**
  * Custom domains end to end (spec 4.8): DNS proofs read from a DNS server on loopback,
- * a certificate from a real ACME CA (pebble, HTTP-01 answered on the API's listener),
- * then HTTPS through the TLS edge verifying against pebble's root; bad input, another
- * organization's domains, read-only keys.
+ * a certificate from a real ACME CA (pebble, TLS-ALPN-01 answered by the TLS edge: pebble
+ * validates HTTP-01 on a closed port here, so no other challenge can succeed; zones.test.ts
+ * has HTTP-01), then HTTPS through the TLS edge verifying against pebble's root; bad input,
+ * another organization's domains, read-only keys, the app's deletion taking its domains.
  */
+import { X509Certificate } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import http from 'node:http';
 import https from 'node:https';
 import os from 'node:os';
 import path from 'node:path';
+import type { TLSSocket } from 'node:tls';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { reloadEdgeTable } from '../../src/services/domains/hosts.js';
+import { announceEdgeChange, edgeMemory } from '../../src/services/domains/memory.js';
 import { startTestPlatform, type TestOrg, type TestPlatform } from '../helpers/platform.js';
 import {
   freePort,
@@ -30,11 +35,14 @@ let tlsPort: number;
 beforeAll(async () => {
   dir = await mkdtemp(path.join(os.tmpdir(), 'pier-edge-'));
   dns = await startDnsServer();
-  const apiPort = await freePort();
   tlsPort = await freePort();
-  pebble = await startPebble(dir, { dnsServer: dns.address, httpPort: apiPort, tlsPort });
+  // HTTP-01 would be validated on a port nothing listens on.
+  pebble = await startPebble(dir, {
+    dnsServer: dns.address,
+    httpPort: await freePort(),
+    tlsPort,
+  });
   tp = await startTestPlatform({
-    listen: `127.0.0.1:${apiPort}`,
     tlsListen: `127.0.0.1:${tlsPort}`,
     edgeAddress: 'edge.pier.test',
     acmeDirectoryUrl: pebble.directoryUrl,
@@ -74,30 +82,44 @@ async function waitFor(app: string, domain: string, status: string, token = org.
   throw new Error(`${domain} never reached ${status}: ${JSON.stringify(d)}`);
 }
 
+interface HttpsAnswer {
+  status: number;
+  body: string;
+  headers: Record<string, unknown>;
+  /** SHA-256 fingerprint of the certificate the edge served. */
+  fingerprint: string;
+}
+
 /** An HTTPS request through the edge, trusting only pebble's root. */
 function httpsGet(host: string, ca: string, urlPath = '/') {
-  return new Promise<{ status: number; body: string; headers: Record<string, unknown> }>(
-    (resolve, reject) => {
-      https
-        .get(
-          {
-            host: '127.0.0.1',
-            port: tlsPort,
-            path: urlPath,
-            servername: host,
-            headers: { host },
-            ca,
-            agent: false,
-          },
-          (res) => {
-            let body = '';
-            res.on('data', (c) => (body += c));
-            res.on('end', () => resolve({ status: res.statusCode!, body, headers: res.headers }));
-          },
-        )
-        .on('error', reject);
-    },
-  );
+  return new Promise<HttpsAnswer>((resolve, reject) => {
+    https
+      .get(
+        {
+          host: '127.0.0.1',
+          port: tlsPort,
+          path: urlPath,
+          servername: host,
+          headers: { host },
+          ca,
+          agent: false,
+        },
+        (res) => {
+          let body = '';
+          const { fingerprint256 } = (res.socket as TLSSocket).getPeerCertificate();
+          res.on('data', (c) => (body += c));
+          res.on('end', () =>
+            resolve({
+              status: res.statusCode!,
+              body,
+              headers: res.headers,
+              fingerprint: fingerprint256,
+            }),
+          );
+        },
+      )
+      .on('error', reject);
+  });
 }
 
 /** A plain HTTP request to the API's listener with a `Host` of our choosing. */
@@ -156,6 +178,12 @@ describe('custom domains', () => {
     expect(JSON.parse(res.body)).toMatchObject({ code: 'unavailable' });
     // Without pebble's root the certificate is not trusted.
     await expect(httpsGet('shop.example.test', '')).rejects.toThrow();
+    // The TLS context is built once: a reload with the same certificates builds none.
+    const memory = edgeMemory(tp.platform.ctx);
+    const built = memory.contextsBuilt;
+    await reloadEdgeTable(tp.platform.ctx);
+    expect((await httpsGet('shop.example.test', root)).fingerprint).toBe(res.fingerprint);
+    expect(memory.contextsBuilt).toBe(built);
     // The key is sealed at rest.
     const row = await tp.platform.ctx.db
       .selectFrom('edge_certificates')
@@ -303,7 +331,84 @@ describe('custom domains', () => {
       .where('name', '=', 'shop.example.test')
       .executeTakeFirstOrThrow();
     expect(renewed.chain_pem).not.toBe(old.chain_pem);
-    expect((await httpsGet('shop.example.test', await pebble.root())).status).toBe(503);
+    // The edge serves the new certificate (its cached context went with the old one).
+    const served = await httpsGet('shop.example.test', await pebble.root());
+    expect(served.status).toBe(503);
+    expect(served.fingerprint).toBe(new X509Certificate(renewed.chain_pem).fingerprint256);
+  }, 60_000);
+
+  it("learns of another replica's change on its notice, not at the next reload", async () => {
+    const { ctx } = tp.platform;
+    const memory = edgeMemory(ctx);
+    const redirectOf = () => memory.table?.domains.get('www.example.test')?.redirectTo;
+    expect(redirectOf()).toBeUndefined();
+    // As another replica's setRedirect: the row, and the notice in its transaction.
+    await ctx.db.transaction().execute(async (tx) => {
+      await tx
+        .updateTable('edge_domains')
+        .set({ redirect_to: 'shop.example.test' })
+        .where('domain', '=', 'www.example.test')
+        .execute();
+      await announceEdgeChange(tx);
+    });
+    const started = performance.now();
+    while (!redirectOf() && performance.now() - started < 3000)
+      await new Promise((r) => setTimeout(r, 5));
+    expect(redirectOf()).toBe('shop.example.test');
+    // The timed reload comes every 30 s; the notice's within a busy host's round trip.
+    expect(performance.now() - started).toBeLessThan(2000);
+    await call('PUT', '/v1/apps/shop/domains/www.example.test/redirect', { to: null });
+  });
+
+  it("deletes an app's domains with it: certificates, keys and queued checks go", async () => {
+    expect((await call('POST', '/v1/apps', { name: 'gone' })).status).toBe(201);
+    const d = await call('POST', '/v1/apps/gone/domains', { domain: 'gone.example.test' });
+    await dns.setTxt('_pier-challenge.gone.example.test', d.body.dns.proof.value);
+    await call('POST', '/v1/apps/gone/domains/gone.example.test/check');
+    await waitFor('gone', 'gone.example.test', 'cert_issued');
+    const root = await pebble.root();
+    expect((await httpsGet('gone.example.test', root)).status).toBe(503);
+    const { db } = tp.platform.ctx;
+    const { id } = await db
+      .selectFrom('edge_domains')
+      .select('id')
+      .where('domain', '=', 'gone.example.test')
+      .executeTakeFirstOrThrow();
+    // A renewal under way while the app goes: queued, or already ordering.
+    await db
+      .updateTable('edge_domains')
+      .set({ next_check_at: new Date(Date.now() - 1000) })
+      .where('domain', '=', 'gone.example.test')
+      .execute();
+    await call('POST', '/v1/apps/gone/domains/gone.example.test/check');
+    expect((await call('DELETE', '/v1/apps/gone')).status).toBe(204);
+    await expect(httpsGet('gone.example.test', root)).rejects.toThrow();
+    const checks = () =>
+      db
+        .selectFrom('jobs')
+        .select('state')
+        .where('dedupe_key', '=', id)
+        .where('state', 'in', ['queued', 'running'])
+        .execute();
+    for (let i = 0; i < 100 && (await checks()).some((j) => j.state === 'running'); i++)
+      await new Promise((r) => setTimeout(r, 100));
+    expect(await checks()).toEqual([]);
+    // A check that was ordering stored nothing once it finished: nothing is left.
+    for (const table of ['edge_certificates', 'edge_domains'] as const) {
+      const column = table === 'edge_certificates' ? 'name' : 'domain';
+      const left = await db
+        .selectFrom(table)
+        .select(column)
+        .where(column, '=', 'gone.example.test')
+        .execute();
+      expect(left, table).toEqual([]);
+    }
+    await expect(httpsGet('gone.example.test', root)).rejects.toThrow();
+    // The name is free for another app.
+    expect(
+      (await call('POST', '/v1/apps/blog/domains', { domain: 'gone.example.test' })).status,
+    ).toBe(201);
+    expect((await call('DELETE', '/v1/apps/blog/domains/gone.example.test')).status).toBe(204);
   }, 60_000);
 
   it('deletes a domain: it stops routing and its certificate goes', async () => {

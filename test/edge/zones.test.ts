@@ -3,6 +3,8 @@
  * a wildcard certificate from pebble through DNS-01 answered by pier's own DNS (pebble
  * resolves through it; it forwards the rest to the loopback DNS), then any `<app>.<zone>`
  * of the org over HTTPS with no certificate of its own; bad input, other orgs, read-only.
+ * Pebble validates TLS-ALPN-01 on a closed port here, so a custom domain's certificate
+ * comes through HTTP-01 on the API's listener, after TLS-ALPN-01 failed.
  */
 import { mkdtemp, rm } from 'node:fs/promises';
 import https from 'node:https';
@@ -32,11 +34,12 @@ beforeAll(async () => {
   dns = await startDnsServer();
   const [apiPort, dnsPort] = [await freePort(), await freePort()];
   tlsPort = await freePort();
-  // Pebble resolves through pier's DNS, which forwards what is not its own.
+  // Pebble resolves through pier's DNS, which forwards what is not its own. Its TLS-ALPN-01
+  // validations go to a port nothing listens on.
   pebble = await startPebble(dir, {
     dnsServer: `127.0.0.1:${dnsPort}`,
     httpPort: apiPort,
-    tlsPort,
+    tlsPort: await freePort(),
   });
   tp = await startTestPlatform({
     listen: `127.0.0.1:${apiPort}`,
@@ -172,6 +175,24 @@ describe('zones', () => {
     }
     expect((await call('GET', '/v1/apps/web/domains')).body[0].status).toBe('cert_issued');
     expect((await httpsGet('shop.corp.test', await pebble.root())).status).toBe(503);
+    // The apex, which the wildcard does not cover: the zone's certificate names it too, and
+    // it routes nowhere until an app of the org takes it as a custom domain.
+    expect((await httpsGet('corp.test', await pebble.root())).status).toBe(404);
+    const apex = await call('POST', '/v1/apps/api2/domains', { domain: 'corp.test' });
+    expect(apex.status).toBe(201);
+    expect(apex.body.zone).toBe('corp.test');
+    for (let i = 0; i < 100; i++) {
+      const got = (await call('GET', '/v1/apps/api2/domains')).body[0];
+      if (got.status === 'cert_issued') break;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    expect((await call('GET', '/v1/apps/api2/domains')).body[0].status).toBe('cert_issued');
+    expect(
+      await tp.platform.ctx.db.selectFrom('edge_certificates').select('name').execute(),
+    ).toEqual([{ name: '*.corp.test' }]);
+    expect((await httpsGet('corp.test', await pebble.root())).status).toBe(503);
+    expect((await call('DELETE', '/v1/apps/api2/domains/corp.test')).status).toBe(204);
+    expect((await httpsGet('corp.test', await pebble.root())).status).toBe(404);
     const inUse = await call('DELETE', '/v1/domains/zones/corp.test');
     expect(inUse.status).toBe(409);
     expect(inUse.body.code).toBe('zone-in-use');
@@ -189,6 +210,22 @@ describe('zones', () => {
       expect(res.body.code).toBe('conflict');
     }
   });
+
+  it('gets a name outside the zone its certificate through HTTP-01 when TLS-ALPN-01 fails', async () => {
+    const d = await call('POST', '/v1/apps/api2/domains', { domain: 'api.plain.test' });
+    expect(d.status).toBe(201);
+    await dns.setTxt('_pier-challenge.api.plain.test', d.body.dns.proof.value);
+    await call('POST', '/v1/apps/api2/domains/api.plain.test/check');
+    let got: any;
+    for (let i = 0; i < 150 && got?.status !== 'cert_issued'; i++) {
+      await new Promise((r) => setTimeout(r, 100));
+      got = (await call('GET', '/v1/apps/api2/domains')).body[0];
+    }
+    expect(got.status).toBe('cert_issued');
+    expect(got.error).toBeUndefined();
+    expect((await httpsGet('api.plain.test', await pebble.root())).status).toBe(503);
+    expect((await call('DELETE', '/v1/apps/api2/domains/api.plain.test')).status).toBe(204);
+  }, 60_000);
 
   it('refuses bad input and answers other orgs like missing, read-only keys refused', async () => {
     for (const body of [

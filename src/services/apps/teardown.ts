@@ -12,7 +12,9 @@ import type { ServiceContext } from '../context.js';
 import { machineAction } from '../machines/lifecycle.js';
 import { liveMachineIds } from '../machines/records.js';
 import { releaseName } from '../names.js';
-import { noteAppOfZoneOrg } from '../domains/memory.js';
+import { removeDomains } from '../domains/domains.js';
+import { reloadEdgeTable } from '../domains/hosts.js';
+import { announceEdgeChange, noteAppOfZoneOrg } from '../domains/memory.js';
 import { findApp, type AppRow } from './records.js';
 
 /** A step that does its own work and commits it, before the app's transaction. */
@@ -45,6 +47,10 @@ const WITHIN: [owner: string, step: Within][] = [
   ['databases', (tx, _ctx, _orgId, app) => detachAppDatabases(tx, app.id)],
   // Volumes: released, with their data, for the organization to attach elsewhere.
   ['volumes', releaseVolumes],
+  // Domains: each with its certificate (and sealed key), its queued checks and redirects
+  // to it; a check running meanwhile stores nothing. Every replica stops routing them, and
+  // the app's names below its organization's zones, when this commits (NOTIFY).
+  ['domains', removeEdgeNames],
   // The app row; its own secrets and its (destroyed) machines' rows go with it by cascade.
   ['apps', (tx, _ctx, _orgId, app) => deleteAppRow(tx, app)],
   // Its name, free again in the platform-wide namespace.
@@ -65,6 +71,8 @@ export async function deleteApp(
     for (const [, step] of WITHIN) await step(tx, ctx, orgId, locked);
   });
   noteAppOfZoneOrg(ctx, orgId, appName, false);
+  // The certificates' TLS contexts go now, before the notice comes back.
+  await reloadEdgeTable(ctx);
 }
 
 async function destroyMachines(ctx: ServiceContext, orgId: string, app: AppRow): Promise<void> {
@@ -86,6 +94,11 @@ async function refuseLiveMachines(tx: Tx, _ctx: ServiceContext, _orgId: string, 
       `App '${app.name}' has a machine (${live}) that was created while it was being deleted; try again.`,
     );
   }
+}
+
+async function removeEdgeNames(tx: Tx, _ctx: ServiceContext, _orgId: string, app: AppRow) {
+  await removeDomains(tx, app.id);
+  await announceEdgeChange(tx);
 }
 
 async function releaseVolumes(tx: Tx, _ctx: ServiceContext, _orgId: string, app: AppRow) {

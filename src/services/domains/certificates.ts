@@ -1,10 +1,13 @@
 /**
  * Certificates and the ACME account in the store, keys sealed with the secret box
  * (bound to the row's name), so every replica serves the same certificates. Each replica
- * keeps the TLS contexts it built in memory until a certificate changes.
+ * builds a TLS context once per certificate and keeps it while the edge table names the
+ * same fingerprint for it (memory.ts).
  */
+import { createHash } from 'node:crypto';
 import tls from 'node:tls';
 import {
+  alpnChallengeCertificate,
   issueCertificate,
   newAccountKey,
   registerAccount,
@@ -13,48 +16,88 @@ import {
   type ChallengeType,
   type IssuedCertificate,
 } from '../../edge/acme.js';
+import type { Executor } from '../../store/db.js';
 import type { ServiceContext } from '../context.js';
-import { edgeMemory } from './memory.js';
+import { edgeMemory, type EdgeMemory, type EdgeTable } from './memory.js';
 
 const certBinding = (name: string) => `edge-cert:${name}`;
 const accountBinding = (url: string) => `acme-account:${url}`;
 
-/** The certificate names that can serve `host`: itself, then its zone's wildcard. */
+/**
+ * The certificate names that can serve `host`: itself, its zone's wildcard, then the
+ * certificate of a zone whose apex it is (a zone's certificate names `*.<zone>` and
+ * `<zone>`, stored as the wildcard).
+ */
 export function certificateNamesFor(host: string): string[] {
   const dot = host.indexOf('.');
-  return dot > 0 ? [host, `*.${host.slice(dot + 1)}`] : [host];
+  return dot > 0 ? [host, `*.${host.slice(dot + 1)}`, `*.${host}`] : [host, `*.${host}`];
 }
 
-/** The TLS context for a server name (exact certificate first, then a wildcard). */
+/**
+ * The TLS context for a server name (exact certificate first, then a wildcard). Only
+ * names the table lists are looked up, so unknown names (anyone may send any SNI) cost
+ * no query and fill no cache.
+ */
 export async function contextFor(
   ctx: ServiceContext,
   servername: string,
 ): Promise<tls.SecureContext | undefined> {
-  const cache = edgeMemory(ctx).contexts;
+  const memory = edgeMemory(ctx);
   for (const name of certificateNamesFor(servername)) {
-    let entry = cache.get(name);
-    if (entry === undefined) {
-      entry = await loadContext(ctx, name);
-      cache.set(name, entry);
+    const fingerprint = memory.table?.certificates.get(name);
+    if (!fingerprint) continue;
+    let cached = memory.contexts.get(name);
+    if (cached?.fingerprint !== fingerprint) {
+      const entry = { fingerprint, context: buildContext(ctx, memory, name, fingerprint) };
+      memory.contexts.set(name, entry);
+      // Not kept when the build failed or found another certificate: the next try builds.
+      const forget = () => memory.contexts.get(name) === entry && memory.contexts.delete(name);
+      entry.context.then((c) => c ?? forget(), forget);
+      cached = entry;
     }
-    if (entry) return entry;
+    const context = await cached.context;
+    if (context) return context;
   }
   return undefined;
 }
 
-async function loadContext(ctx: ServiceContext, name: string): Promise<tls.SecureContext | null> {
+async function buildContext(
+  ctx: ServiceContext,
+  memory: EdgeMemory,
+  name: string,
+  fingerprint: string,
+): Promise<tls.SecureContext | undefined> {
   const row = await ctx.db
     .selectFrom('edge_certificates')
     .selectAll()
     .where('name', '=', name)
     .executeTakeFirst();
-  if (!row) return null;
+  // Replaced or removed since the table was read: the next reload says what serves.
+  if (!row || row.fingerprint !== fingerprint) return undefined;
   const key = ctx.box.open({ nonce: row.key_nonce, ciphertext: row.key_sealed }, certBinding(name));
+  memory.contextsBuilt++;
   return tls.createSecureContext({ key, cert: row.chain_pem });
 }
 
+/** Drops the contexts whose certificate the new table no longer names, or names changed. */
+export function pruneContexts(memory: EdgeMemory, table: EdgeTable): void {
+  for (const [name, cached] of memory.contexts)
+    if (table.certificates.get(name) !== cached.fingerprint) memory.contexts.delete(name);
+}
+
+/** SHA-256 of a chain (hex), as stored with it. */
+function fingerprintOf(chainPem: string): string {
+  return createHash('sha256').update(chainPem, 'utf8').digest('hex');
+}
+
+/**
+ * Stores the certificate of `name` (replacing the previous one) in the caller's
+ * transaction, which holds the row the certificate belongs to: a certificate issued for
+ * a domain or zone deleted meanwhile is not stored.
+ */
 export async function storeCertificate(
   ctx: ServiceContext,
+  ex: Executor,
   name: string,
   cert: IssuedCertificate,
 ): Promise<void> {
@@ -63,20 +106,21 @@ export async function storeCertificate(
     key_nonce: sealed.nonce,
     key_sealed: sealed.ciphertext,
     chain_pem: cert.chainPem,
+    fingerprint: fingerprintOf(cert.chainPem),
     not_after: cert.notAfter,
     issued_at: ctx.clock(),
   };
-  await ctx.db
+  await ex
     .insertInto('edge_certificates')
     .values({ name, ...row })
     .onConflict((oc) => oc.column('name').doUpdateSet(row))
     .execute();
-  edgeMemory(ctx).contexts.delete(name);
 }
 
-export async function dropCertificate(ctx: ServiceContext, name: string): Promise<void> {
-  await ctx.db.deleteFrom('edge_certificates').where('name', '=', name).execute();
-  edgeMemory(ctx).contexts.delete(name);
+/** Removes the certificates (and their sealed keys) of `names`, in the caller's transaction. */
+export async function removeCertificates(ex: Executor, names: string[]): Promise<void> {
+  if (names.length === 0) return;
+  await ex.deleteFrom('edge_certificates').where('name', 'in', names).execute();
 }
 
 /** The ACME account for the configured directory, registered and stored on first use. */
@@ -121,15 +165,16 @@ function acmeSettings(ctx: ServiceContext) {
 
 /**
  * Challenge answers go to the store: HTTP-01 tokens are then answered by whichever
- * replica the CA reaches (`/.well-known/acme-challenge/`), DNS-01 TXT values by pier's
- * DNS for the delegated `_acme-challenge` names.
+ * replica the CA reaches (`/.well-known/acme-challenge/`), TLS-ALPN-01 handshakes by
+ * whichever TLS edge it reaches, DNS-01 TXT values by pier's DNS for the delegated
+ * `_acme-challenge` names.
  */
 function storeSink(ctx: ServiceContext): ChallengeSink {
   return {
     async publish(a: ChallengeAnswer) {
       await ctx.db
         .insertInto('edge_challenges')
-        .values({ kind: a.type === 'dns-01' ? 'dns-01' : 'http-01', key: a.key, value: a.value })
+        .values({ kind: a.type, key: a.key, value: a.value })
         .onConflict((oc) => oc.doNothing())
         .execute();
     },
@@ -143,21 +188,46 @@ function storeSink(ctx: ServiceContext): ChallengeSink {
   };
 }
 
-/** Orders and stores a certificate for `names`; stored under `names[0]`. */
+/**
+ * Orders a certificate for `names` through the first of `challenges` the CA accepts:
+ * each is tried in turn (one order each) until one succeeds. The caller stores it.
+ */
 export async function obtainCertificate(
   ctx: ServiceContext,
   names: string[],
-  priority: ChallengeType[],
+  challenges: ChallengeType[],
 ): Promise<IssuedCertificate> {
-  const cert = await issueCertificate(
-    acmeSettings(ctx),
-    await account(ctx),
-    names,
-    storeSink(ctx),
-    priority,
-  );
-  await storeCertificate(ctx, names[0]!, cert);
-  return cert;
+  const failures: string[] = [];
+  for (const type of challenges) {
+    try {
+      return await issueCertificate(acmeSettings(ctx), await account(ctx), names, storeSink(ctx), [
+        type,
+      ]);
+    } catch (err) {
+      failures.push(`${type}: ${(err as Error).message}`);
+    }
+  }
+  throw new Error(failures.join('; '));
+}
+
+/**
+ * The challenge certificate a TLS-ALPN-01 handshake for `name` answers with, if a
+ * challenge for it is in flight (built per handshake: the CA makes a few).
+ */
+export async function alpnChallengeContext(
+  ctx: ServiceContext,
+  name: string,
+): Promise<tls.SecureContext | undefined> {
+  const row = await ctx.db
+    .selectFrom('edge_challenges')
+    .select('value')
+    .where('kind', '=', 'tls-alpn-01')
+    .where('key', '=', name)
+    .orderBy('created_at', 'desc')
+    .executeTakeFirst();
+  if (!row) return undefined;
+  const { keyPem, certPem } = await alpnChallengeCertificate(name, row.value);
+  return tls.createSecureContext({ key: keyPem, cert: certPem });
 }
 
 /** The key authorization for an HTTP-01 token, if a challenge for it is in flight. */

@@ -1,18 +1,20 @@
 /**
  * The check of a custom domain (a durable job): DNS proof and pointing read through the
- * configured resolver, then a certificate via ACME HTTP-01 (answered on the API's
- * listener). A name below a proven zone of the org needs no record of its own, and a
- * name one label below a zone with a wildcard certificate needs no certificate either.
+ * configured resolver, then a certificate via ACME (`singleNameChallenges`). A name below
+ * a proven zone of the org needs no record of its own, and the zone's apex or a name one
+ * label below it needs no certificate either once the zone has its own.
  * The outcome is written on the row (`status`, `error`), with the time of the next check:
  * a retry on a growing schedule after a failure, the renewal after an issuance.
  */
 import { isIP } from 'node:net';
 import { DnsLookup } from '../../edge/dns-lookup.js';
 import { isWithin } from '../../edge/names.js';
+import type { ChallengeType } from '../../edge/acme.js';
+import type { Executor } from '../../store/db.js';
 import type { ServiceContext } from '../context.js';
-import { obtainCertificate } from './certificates.js';
+import { obtainCertificate, storeCertificate } from './certificates.js';
 import { domainRowById } from './domains.js';
-import { reloadEdgeTable } from './hosts.js';
+import { edgeChanged } from './hosts.js';
 import { edgeAddressOf, PROOF_PREFIX, type DomainRow } from './records.js';
 
 /** Retries: 30 s, doubling, at most an hour apart. */
@@ -24,6 +26,16 @@ export function retryDelayMs(attempts: number): number {
 export function renewalAt(issuedAt: Date, notAfter: Date): Date {
   const margin = Math.min(30 * 86_400_000, (notAfter.getTime() - issuedAt.getTime()) / 3);
   return new Date(notAfter.getTime() - margin);
+}
+
+/**
+ * The challenges a single name's certificate is ordered with, in turn: TLS-ALPN-01 on the
+ * TLS edge when there is one (the CA connects to port 443, so the edge alone suffices),
+ * then HTTP-01 on the API's listener (port 80), which also serves when the edge does not
+ * run or the CA cannot reach it.
+ */
+export function singleNameChallenges(ctx: ServiceContext): ChallengeType[] {
+  return ctx.config.tlsListen ? ['tls-alpn-01', 'http-01'] : ['http-01'];
 }
 
 export function dnsLookup(ctx: ServiceContext): DnsLookup {
@@ -71,8 +83,8 @@ export async function runDomainCheck(ctx: ServiceContext, domainId: string): Pro
   if (!row) return;
   const now = ctx.clock();
   const attempts = row.attempts + 1;
-  const update = (values: Record<string, unknown>) =>
-    ctx.db
+  const update = (values: Record<string, unknown>, ex: Executor = ctx.db) =>
+    ex
       .updateTable('edge_domains')
       .set({ attempts, last_checked_at: now, ...values })
       .where('id', '=', domainId)
@@ -97,25 +109,46 @@ export async function runDomainCheck(ctx: ServiceContext, domainId: string): Pro
     zone_id: zone?.id ?? null,
     next_check_at: null,
   });
-  await reloadEdgeTable(ctx);
-  // One label below a zone with its wildcard: the zone's certificate serves the name.
+  await edgeChanged(ctx);
+  // The zone's apex, or one label below it: the zone's certificate serves the name.
+  const parent = row.domain.slice(row.domain.indexOf('.') + 1);
   const wildcardCovers =
-    zone?.status === 'cert_issued' && row.domain.slice(row.domain.indexOf('.') + 1) === zone.zone;
+    zone?.status === 'cert_issued' && (row.domain === zone.zone || parent === zone.zone);
   try {
-    const cert = wildcardCovers
-      ? { issuedAt: zone.cert_issued_at!, notAfter: zone.cert_not_after! }
-      : {
-          issuedAt: ctx.clock(),
-          notAfter: (await obtainCertificate(ctx, [row.domain], ['http-01'])).notAfter,
-        };
-    await update({
-      status: 'cert_issued',
-      error: null,
-      cert_issued_at: cert.issuedAt,
-      cert_not_after: cert.notAfter,
-      // A wildcard is renewed with its zone; the name is looked at again then.
-      next_check_at: renewalAt(cert.issuedAt, cert.notAfter),
-    });
+    if (wildcardCovers) {
+      await update({
+        status: 'cert_issued',
+        error: null,
+        cert_issued_at: zone.cert_issued_at,
+        cert_not_after: zone.cert_not_after,
+        // A wildcard is renewed with its zone; the name is looked at again then.
+        next_check_at: renewalAt(zone.cert_issued_at!, zone.cert_not_after!),
+      });
+    } else {
+      const cert = await obtainCertificate(ctx, [row.domain], singleNameChallenges(ctx));
+      const issuedAt = ctx.clock();
+      await ctx.db.transaction().execute(async (tx) => {
+        // Deleted meanwhile (alone or with its app): the certificate is not kept.
+        const still = await tx
+          .selectFrom('edge_domains')
+          .select('id')
+          .where('id', '=', domainId)
+          .forUpdate()
+          .executeTakeFirst();
+        if (!still) return;
+        await storeCertificate(ctx, tx, row.domain, cert);
+        await update(
+          {
+            status: 'cert_issued',
+            error: null,
+            cert_issued_at: issuedAt,
+            cert_not_after: cert.notAfter,
+            next_check_at: renewalAt(issuedAt, cert.notAfter),
+          },
+          tx,
+        );
+      });
+    }
   } catch (err) {
     ctx.log.warn({ err, domain: row.domain }, 'edge: certificate not issued');
     await update({
@@ -124,5 +157,5 @@ export async function runDomainCheck(ctx: ServiceContext, domainId: string): Pro
       next_check_at: new Date(now.getTime() + retryDelayMs(attempts)),
     });
   }
-  await reloadEdgeTable(ctx);
+  await edgeChanged(ctx);
 }

@@ -11,9 +11,10 @@ import { newId, randomBase62 } from '../../crypto/tokens.js';
 import type { Executor } from '../../store/db.js';
 import { findApp } from '../apps/records.js';
 import type { ServiceContext } from '../context.js';
-import { reloadEdgeTable } from './hosts.js';
+import { edgeChanged, reloadEdgeTable } from './hosts.js';
 import { edgeAddressOf, toDomain, type DomainRow } from './records.js';
-import { dropCertificate } from './certificates.js';
+import { removeCertificates } from './certificates.js';
+import { announceEdgeChange } from './memory.js';
 
 export const DOMAIN_CHECK_JOB = 'edge.domain-check';
 
@@ -166,7 +167,7 @@ export async function setRedirect(
     .set({ redirect_to: target })
     .where('id', '=', row.id)
     .execute();
-  await reloadEdgeTable(ctx);
+  await edgeChanged(ctx);
   return toDomain(ctx.config, (await domainRowById(ctx.db, row.id))!);
 }
 
@@ -178,15 +179,40 @@ export async function deleteDomain(
 ): Promise<void> {
   const row = await findDomain(ctx, orgId, appName, domain);
   await ctx.db.transaction().execute(async (tx) => {
-    // Names that redirected here would point nowhere.
-    await tx
-      .updateTable('edge_domains')
-      .set({ redirect_to: null })
-      .where('app_id', '=', row.app_id)
-      .where('redirect_to', '=', row.domain)
-      .execute();
-    await tx.deleteFrom('edge_domains').where('id', '=', row.id).execute();
+    await removeDomains(tx, row.app_id, row.domain);
+    await announceEdgeChange(tx);
   });
-  await dropCertificate(ctx, row.domain);
   await reloadEdgeTable(ctx);
+}
+
+/**
+ * Removes the app's domain `domain` (or, without one, all of them) in the caller's
+ * transaction, with what is theirs: their certificates and sealed keys, their queued
+ * checks, and the redirects of the app's other names to them. A check running meanwhile
+ * stores nothing (it finds no row: `runDomainCheck`). The caller announces the change
+ * (`announceEdgeChange`) in the same transaction.
+ */
+export async function removeDomains(tx: Executor, appId: string, domain?: string): Promise<void> {
+  let deletion = tx.deleteFrom('edge_domains').where('app_id', '=', appId);
+  if (domain !== undefined) deletion = deletion.where('domain', '=', domain);
+  const gone = await deletion.returning(['id', 'domain']).execute();
+  if (gone.length === 0) return;
+  const names = gone.map((d) => d.domain);
+  await tx
+    .updateTable('edge_domains')
+    .set({ redirect_to: null })
+    .where('app_id', '=', appId)
+    .where('redirect_to', 'in', names)
+    .execute();
+  await removeCertificates(tx, names);
+  await tx
+    .deleteFrom('jobs')
+    .where('kind', '=', DOMAIN_CHECK_JOB)
+    .where('state', '=', 'queued')
+    .where(
+      'dedupe_key',
+      'in',
+      gone.map((d) => d.id),
+    )
+    .execute();
 }

@@ -1,15 +1,25 @@
 /**
  * Names the proxy routes beyond default addresses: custom domains (to their app, or a
  * 308 to another name of it) and `<app>.<zone>` for a proven zone of the app's
- * organization. The proxy asks synchronously on every request, so the table lives in
- * memory: loaded at start, reloaded after a change here and every `EDGE_TABLE_TTL_MS`
- * (changes made by other replicas).
+ * organization, with the fingerprints of the certificates the TLS edge serves. The proxy
+ * asks synchronously on every request, so the table lives in memory: loaded at start,
+ * reloaded after a change here, on the NOTIFY of a change anywhere (`announceEdgeChange`,
+ * sent in the changing transaction), and every `EDGE_TABLE_TTL_MS` in case a notice was
+ * lost.
  */
 import type { TLSSocket } from 'node:tls';
 import type http from 'node:http';
 import { everyInterval } from '../ticker.js';
 import type { ServiceContext } from '../context.js';
-import { EDGE_TABLE_TTL_MS, edgeMemory, type EdgeRoute, type EdgeTable } from './memory.js';
+import { pruneContexts } from './certificates.js';
+import {
+  announceEdgeChange,
+  EDGE_KIND,
+  EDGE_TABLE_TTL_MS,
+  edgeMemory,
+  type EdgeRoute,
+  type EdgeTable,
+} from './memory.js';
 
 /** What the proxy gets for a host that is not a default address. */
 export interface EdgeAddress {
@@ -19,7 +29,7 @@ export interface EdgeAddress {
 }
 
 export async function loadEdgeTable(ctx: ServiceContext): Promise<EdgeTable> {
-  const [domains, zones] = await Promise.all([
+  const [domains, zones, certificates] = await Promise.all([
     ctx.db
       .selectFrom('edge_domains')
       .innerJoin('apps', 'apps.id', 'edge_domains.app_id')
@@ -36,6 +46,7 @@ export async function loadEdgeTable(ctx: ServiceContext): Promise<EdgeTable> {
       .select(['zone', 'org_id', 'status'])
       .where('status', 'in', ['verified', 'cert_issued'])
       .execute(),
+    ctx.db.selectFrom('edge_certificates').select(['name', 'fingerprint']).execute(),
   ]);
   const orgIds = [...new Set(zones.map((z) => z.org_id))];
   const apps =
@@ -51,6 +62,7 @@ export async function loadEdgeTable(ctx: ServiceContext): Promise<EdgeTable> {
     domains: new Map(),
     zones: new Map(),
     appsOfZoneOrgs: new Map(),
+    certificates: new Map(certificates.map((c) => [c.name, c.fingerprint])),
   };
   for (const d of domains) {
     const route: EdgeRoute = { app: d.name, secure: d.status === 'cert_issued' };
@@ -67,19 +79,46 @@ export async function loadEdgeTable(ctx: ServiceContext): Promise<EdgeTable> {
   return table;
 }
 
-/** Reloads the table now (after a change committed here). */
+/**
+ * Reloads the table now (after a change committed here, or announced), and drops the TLS
+ * contexts of certificates that changed or went; the others are kept.
+ */
 export async function reloadEdgeTable(ctx: ServiceContext): Promise<void> {
   const memory = edgeMemory(ctx);
-  memory.contexts.clear();
-  memory.table = await loadEdgeTable(ctx);
+  const reload = ++memory.reloads;
+  const table = await loadEdgeTable(ctx);
+  // Two reloads overlapping: the one that read later wins, whichever finishes last.
+  if (reload < memory.appliedReload) return;
+  memory.appliedReload = reload;
+  memory.table = table;
+  pruneContexts(memory, table);
 }
 
-/** Loads the table and keeps it fresh; returns a stopper. */
-export async function startEdgeTable(ctx: ServiceContext): Promise<() => void> {
+/** After a change committed here: this replica reloads now, the others on the notice. */
+export async function edgeChanged(ctx: ServiceContext): Promise<void> {
+  await announceEdgeChange(ctx.db);
   await reloadEdgeTable(ctx);
-  return everyInterval(ctx.log, 'the edge table reload', EDGE_TABLE_TTL_MS, () =>
+}
+
+/** Loads the table and keeps it fresh (notices, then a timer); returns a stopper. */
+export async function startEdgeTable(ctx: ServiceContext): Promise<() => void> {
+  let stopped = false;
+  const reload = () => {
+    if (stopped) return;
+    reloadEdgeTable(ctx).catch((err: unknown) =>
+      ctx.log.warn({ err }, 'edge: the table was not reloaded on notice'),
+    );
+  };
+  // `all`: the LISTEN connection was lost, so notices may have been missed.
+  ctx.auth.onInvalidation((kind) => (kind === EDGE_KIND || kind === 'all') && reload());
+  await reloadEdgeTable(ctx);
+  const stopTimer = everyInterval(ctx.log, 'the edge table reload', EDGE_TABLE_TTL_MS, () =>
     reloadEdgeTable(ctx),
   );
+  return () => {
+    stopped = true;
+    stopTimer();
+  };
 }
 
 /** The route of `host` (lower-cased, no port), from the table in memory. */

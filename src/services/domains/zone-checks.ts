@@ -1,14 +1,16 @@
 /**
  * The check of a zone (a durable job): the delegation `_acme-challenge.<zone>` CNAME
  * `<acmeLabel>.acme.<edge host>` and a name below the zone pointing at the edge, read
- * through the configured resolver; then the wildcard certificate `*.<zone>` through
- * DNS-01, answered by pier's own DNS (edge/acme-dns.ts). Status machine:
- * pending_dns → verified → cert_issued | error; the next check is written on the row.
+ * through the configured resolver; then the wildcard certificate `*.<zone>` (naming the
+ * apex `<zone>` too) through DNS-01, answered by pier's own DNS (edge/acme-dns.ts).
+ * Status machine: pending_dns → verified → cert_issued | error; the next check is written
+ * on the row.
  */
+import type { Executor } from '../../store/db.js';
 import type { ServiceContext } from '../context.js';
-import { obtainCertificate } from './certificates.js';
+import { obtainCertificate, storeCertificate } from './certificates.js';
 import { dnsLookup, pointsAtEdge, renewalAt, retryDelayMs } from './checks.js';
-import { reloadEdgeTable } from './hosts.js';
+import { edgeChanged } from './hosts.js';
 import { ACME_PREFIX, acmeTarget, edgeAddressOf, type ZoneRow } from './records.js';
 
 /** A name below the zone that only its wildcard record can answer. */
@@ -33,8 +35,8 @@ export async function runZoneCheck(ctx: ServiceContext, zoneId: string): Promise
   if (!row) return;
   const now = ctx.clock();
   const attempts = row.attempts + 1;
-  const update = (values: Record<string, unknown>) =>
-    ctx.db
+  const update = (values: Record<string, unknown>, ex: Executor = ctx.db) =>
+    ex
       .updateTable('edge_zones')
       .set({ attempts, last_checked_at: now, ...values })
       .where('id', '=', zoneId)
@@ -56,16 +58,32 @@ export async function runZoneCheck(ctx: ServiceContext, zoneId: string): Promise
     verified_at: row.verified_at ?? now,
     next_check_at: null,
   });
-  await reloadEdgeTable(ctx);
+  await edgeChanged(ctx);
   try {
-    const cert = await obtainCertificate(ctx, [`*.${row.zone}`], ['dns-01']);
+    // The apex too (the wildcard does not cover it), for an app that takes it as a custom
+    // domain; both DNS-01 answers are TXT values of `_acme-challenge.<zone>`.
+    const cert = await obtainCertificate(ctx, [`*.${row.zone}`, row.zone], ['dns-01']);
     const issuedAt = ctx.clock();
-    await update({
-      status: 'cert_issued',
-      error: null,
-      cert_issued_at: issuedAt,
-      cert_not_after: cert.notAfter,
-      next_check_at: renewalAt(issuedAt, cert.notAfter),
+    await ctx.db.transaction().execute(async (tx) => {
+      // Released meanwhile: the certificate is not kept.
+      const still = await tx
+        .selectFrom('edge_zones')
+        .select('id')
+        .where('id', '=', zoneId)
+        .forUpdate()
+        .executeTakeFirst();
+      if (!still) return;
+      await storeCertificate(ctx, tx, `*.${row.zone}`, cert);
+      await update(
+        {
+          status: 'cert_issued',
+          error: null,
+          cert_issued_at: issuedAt,
+          cert_not_after: cert.notAfter,
+          next_check_at: renewalAt(issuedAt, cert.notAfter),
+        },
+        tx,
+      );
     });
   } catch (err) {
     ctx.log.warn({ err, zone: row.zone }, 'edge: wildcard certificate not issued');
@@ -75,5 +93,5 @@ export async function runZoneCheck(ctx: ServiceContext, zoneId: string): Promise
       next_check_at: new Date(now.getTime() + retryDelayMs(attempts)),
     });
   }
-  await reloadEdgeTable(ctx);
+  await edgeChanged(ctx);
 }

@@ -10,9 +10,10 @@ import { canonicalHost, hostnameProblem, isWithin } from '../../edge/names.js';
 import { ApiError, badRequest, notFound } from '../../errors/api-error.js';
 import { enqueue } from '../../jobs/queue.js';
 import type { ServiceContext } from '../context.js';
-import { dropCertificate } from './certificates.js';
+import { removeCertificates } from './certificates.js';
 import { checkNotPlatformName } from './domains.js';
 import { reloadEdgeTable } from './hosts.js';
+import { announceEdgeChange } from './memory.js';
 import { toZone, type ZoneRow } from './records.js';
 
 export const ZONE_CHECK_JOB = 'edge.zone-check';
@@ -110,8 +111,11 @@ export async function releaseZone(ctx: ServiceContext, orgId: string, zone: stri
       'zone-in-use',
       `Domains rely on the zone: ${users.map((u) => u.domain).join(', ')}. Remove them first.`,
     );
-  await ctx.db.deleteFrom('edge_zones').where('id', '=', row.id).execute();
-  await dropCertificate(ctx, `*.${row.zone}`);
+  await ctx.db.transaction().execute(async (tx) => {
+    await tx.deleteFrom('edge_zones').where('id', '=', row.id).execute();
+    await removeCertificates(tx, [`*.${row.zone}`]);
+    await announceEdgeChange(tx);
+  });
   await reloadEdgeTable(ctx);
 }
 
