@@ -7,7 +7,14 @@
 import { readFileSync } from 'node:fs';
 import https from 'node:https';
 import tls from 'node:tls';
-import * as acme from 'acme-client';
+import type * as AcmeClient from 'acme-client';
+
+/**
+ * acme-client, loaded on first use: importing it costs a few hundred ms of CPU, which
+ * every `pier` start (and every test file) would pay with no domain ever checked.
+ */
+let loaded: Promise<typeof AcmeClient> | undefined;
+const acmeClient = () => (loaded ??= import('acme-client'));
 
 export type ChallengeType = 'http-01' | 'dns-01' | 'tls-alpn-01';
 
@@ -49,7 +56,7 @@ let trustedFile: string | undefined;
  * acme-client talks through one axios instance per process: the extra CA is set on it
  * once (one ACME server per installation, so every platform in a process agrees).
  */
-function trustCa(caFile: string | undefined): void {
+function trustCa(acme: typeof AcmeClient, caFile: string | undefined): void {
   if (!caFile || trustedFile === caFile) return;
   const extra = readFileSync(caFile, 'utf8');
   acme.axios.defaults.httpsAgent = new https.Agent({ ca: [...tls.rootCertificates, extra] });
@@ -58,6 +65,7 @@ function trustCa(caFile: string | undefined): void {
 
 /** A new account key (PEM), to be stored sealed and reused for every order. */
 export async function newAccountKey(): Promise<string> {
+  const acme = await acmeClient();
   return (await acme.crypto.createPrivateEcdsaKey('P-256')).toString();
 }
 
@@ -70,7 +78,8 @@ export async function registerAccount(
   settings: AcmeSettings,
   accountKeyPem: string,
 ): Promise<string> {
-  trustCa(settings.caFile);
+  const acme = await acmeClient();
+  trustCa(acme, settings.caFile);
   const client = new acme.Client({
     directoryUrl: settings.directoryUrl,
     accountKey: accountKeyPem,
@@ -94,8 +103,9 @@ export async function alpnChallengeCertificate(
   name: string,
   keyAuthorization: string,
 ): Promise<{ keyPem: string; certPem: string }> {
+  const acme = await acmeClient();
   const key = await acme.crypto.createPrivateEcdsaKey('P-256');
-  const authz = { identifier: { type: 'dns', value: name } } as acme.Authorization;
+  const authz = { identifier: { type: 'dns', value: name } } as AcmeClient.Authorization;
   const [, cert] = await acme.crypto.createAlpnCertificate(authz, keyAuthorization, key);
   return { keyPem: key.toString(), certPem: cert.toString() };
 }
@@ -111,7 +121,8 @@ export async function issueCertificate(
   sink: ChallengeSink,
   priority: ChallengeType[],
 ): Promise<IssuedCertificate> {
-  trustCa(settings.caFile);
+  const acme = await acmeClient();
+  trustCa(acme, settings.caFile);
   const client = new acme.Client({
     directoryUrl: settings.directoryUrl,
     accountKey: account.keyPem,
@@ -125,7 +136,7 @@ export async function issueCertificate(
     await acme.crypto.createPrivateEcdsaKey('P-256'),
   );
   const answerOf = (
-    authz: acme.Authorization,
+    authz: AcmeClient.Authorization,
     challenge: { type: string; token: string },
     keyAuthorization: string,
   ): ChallengeAnswer => {
