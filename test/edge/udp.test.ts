@@ -2,13 +2,15 @@
  * Public UDP endpoints (spec 4.6): a datagram round trip through the endpoint's public
  * port to an echo server in a real machine (socat from the host, in the image), list,
  * delete (the port stops answering), a datagram waking the suspended machine (and
- * answered), the per-organization limit, bad input, other organizations and keys.
+ * answered), a second relay on the host (as another replica's) taking a port over once
+ * the first releases it, the per-organization limit, bad input, other organizations and keys.
  */
 import dgram from 'node:dgram';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { busyboxLayer } from '../../src/runtime/images/build.test-helper.js';
 import { hostBinariesLayer } from '../../src/runtime/images/host-binaries.test-helper.js';
 import { canRunMachines, startMachineBed, type MachineBed } from '../machines/bed.js';
+import { UdpRelays, udpRelaysOf } from '../../src/services/apps/udp-relay.js';
 import { keyOf } from './edge.test-helper.js';
 
 let bed: MachineBed;
@@ -110,6 +112,22 @@ describe.skipIf(!canRunMachines)('UDP endpoints', () => {
       expect((await bed.req('GET', M)).body.observedState).toBe('running');
     } finally {
       old.close();
+    }
+    expect((await bed.req('DELETE', `${U}/${ep.id}`)).status).toBe(204);
+  });
+
+  it('a second relay on the host (another replica) leaves a held port alone and takes it over once released', async () => {
+    const ep = (await bed.req('POST', U, {})).body;
+    const { ctx, config } = bed.tp.platform;
+    const second = new UdpRelays(ctx, config.listenHost);
+    try {
+      await second.sync(); // EADDRINUSE: the first relay holds the port, and serves it
+      expect(await roundTrip(ep.publicPort, 'first')).toBe('first');
+      udpRelaysOf(ctx)!.close(ep.id); // as if the first replica went away
+      await second.sync();
+      expect(await roundTrip(ep.publicPort, 'second')).toBe('second');
+    } finally {
+      second.stop();
     }
     expect((await bed.req('DELETE', `${U}/${ep.id}`)).status).toBe(204);
   });

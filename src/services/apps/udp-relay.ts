@@ -73,6 +73,12 @@ export interface EndpointRow {
 export class UdpRelays {
   private readonly endpoints = new Map<string, Endpoint>();
   private readonly targets = new Map<string, Targets>();
+  /**
+   * Endpoints whose port another process of this host holds: another pier replica, which
+   * serves it (Node 20's dgram has no SO_REUSEPORT to share it). Said once; every sync
+   * tries again, so this process takes the port over within 5 s of that one releasing it.
+   */
+  private readonly heldElsewhere = new Set<string>();
   /** Wakes under way, per app: datagrams of many clients share one. */
   private readonly waking = new Map<string, Promise<void>>();
   private sweeper: NodeJS.Timeout | undefined;
@@ -99,10 +105,24 @@ export class UdpRelays {
       .execute();
     const want = new Set(rows.map((r) => r.id));
     for (const id of [...this.endpoints.keys()]) if (!want.has(id)) this.close(id);
+    for (const id of this.heldElsewhere) if (!want.has(id)) this.heldElsewhere.delete(id);
     for (const r of rows) {
       if (this.endpoints.has(r.id)) continue;
-      await this.open(r).catch((err: unknown) =>
-        this.ctx.log.warn({ err, port: r.public_port }, 'udp endpoint not bound'),
+      await this.open(r).then(
+        () => {
+          if (this.heldElsewhere.delete(r.id))
+            this.ctx.log.info({ port: r.public_port }, 'udp endpoint taken over');
+        },
+        (err: NodeJS.ErrnoException) => {
+          if (err.code !== 'EADDRINUSE')
+            return this.ctx.log.warn({ err, port: r.public_port }, 'udp endpoint not bound');
+          if (this.heldElsewhere.has(r.id)) return;
+          this.heldElsewhere.add(r.id);
+          this.ctx.log.info(
+            { port: r.public_port },
+            'udp port held by another process on this host (another pier replica serves it); taken over once released',
+          );
+        },
       );
     }
   }
