@@ -104,7 +104,9 @@ export type LimitPlace = 'netns' | 'host';
 const bucket = (perMinute: number) =>
   `  limit conns { rate over ${perMinute}/minute burst ${perMinute} packets }`;
 
-const limitRule = (match: string) => `    ${match} ct state new limit name "conns" counter reject`;
+/** A rule refusing new connections over the limit; `match` narrows it (an address). */
+const limitRule = (match?: string) =>
+  `    ${match ? `${match} ` : ''}ct state new limit name "conns" counter reject`;
 
 /** The nftables document of a machine's connection limit on the host (one atomic `nft -f -`). */
 export function connectionRuleset(veth: string, ip: string, perMinute: number | null): string {
@@ -149,12 +151,12 @@ export function netnsConnectionRuleset(perMinute: number | null): string {
     '  chain input {',
     '    type filter hook input priority 10; policy accept;',
     '    iifname "lo" accept',
-    limitRule(''),
+    limitRule(),
     '  }',
     '  chain output {',
     '    type filter hook output priority 10; policy accept;',
     '    oifname "lo" accept',
-    limitRule(''),
+    limitRule(),
     '  }',
     '}',
   );

@@ -8,9 +8,10 @@
  *
  * An app with no running machine is woken as the proxy wakes one (a suspended machine
  * before a stopped one, through the same `machineAction` start): the client's datagrams
- * that arrive meanwhile are held, up to `MAX_HELD` in order, and sent once the machine
- * runs; later ones, and all of them when the wake fails, are dropped (UDP senders retry;
- * a datagram after a failed wake tries again).
+ * that arrive meanwhile are held, up to `MAX_HELD` in order (and `MAX_HELD_BYTES` for all
+ * clients of the endpoint), and sent once the machine runs; later ones, and all of them
+ * when the wake fails, are dropped (UDP senders retry; a datagram after a failed wake
+ * tries again).
  *
  * A userspace relay rather than nft DNAT: it needs no rules rewritten as machines come
  * and go or move (a flow simply asks again), it reaches machines wherever an address
@@ -29,6 +30,8 @@ const MAX_FLOWS_PER_ENDPOINT = 4096;
 const TARGETS_TTL_MS = 2_000;
 /** Datagrams of one client held while its flow waits for a machine (a lookup or a wake). */
 const MAX_HELD = 64;
+/** Bytes held per endpoint at most, whatever the number of waiting clients. */
+const MAX_HELD_BYTES = 1024 * 1024;
 
 interface Flow {
   socket: dgram.Socket;
@@ -60,6 +63,8 @@ interface Endpoint {
   flows: Map<string, Flow>;
   /** Clients whose flow waits for a machine, with their datagrams held meanwhile. */
   waiting: Map<string, Buffer[]>;
+  /** Bytes of the datagrams in `waiting`. */
+  heldBytes: number;
   cursor: number;
 }
 
@@ -139,6 +144,7 @@ export class UdpRelays {
       socket,
       flows: new Map(),
       waiting: new Map(),
+      heldBytes: 0,
       cursor: 0,
     };
     return new Promise((resolve, reject) => {
@@ -180,14 +186,19 @@ export class UdpRelays {
         return this.forward(ep, flow, msg);
       this.endFlow(ep, key);
     }
+    const room = ep.heldBytes + msg.length <= MAX_HELD_BYTES;
     const held = ep.waiting.get(key);
     if (held) {
-      if (held.length < MAX_HELD) held.push(msg);
+      if (held.length < MAX_HELD && room) {
+        held.push(msg);
+        ep.heldBytes += msg.length;
+      }
       return;
     }
-    if (ep.flows.size + ep.waiting.size >= MAX_FLOWS_PER_ENDPOINT) return;
+    if (ep.flows.size + ep.waiting.size >= MAX_FLOWS_PER_ENDPOINT || !room) return;
     const queue = [msg];
     ep.waiting.set(key, queue);
+    ep.heldBytes += msg.length;
     let target: Target | undefined;
     try {
       const list = await this.runningTargets(ep.appId);
@@ -196,6 +207,7 @@ export class UdpRelays {
       this.ctx.log.warn({ err, endpoint: ep.id }, 'udp relay: no machine for a new flow');
     } finally {
       ep.waiting.delete(key);
+      for (const m of queue) ep.heldBytes -= m.length;
     }
     if (!target || !this.endpoints.has(ep.id)) return; // the held datagrams are lost
     const socket = dgram.createSocket('udp4');
