@@ -74,6 +74,7 @@ export function hostRuntime(opts: HostRuntimeOptions): MachineRuntime {
     logs: async (id, o) => (await get()).logs(id, o),
     recover: async () => (await get()).recover(),
     address: async (id, port) => (await get()).address(id, port),
+    listening: async (id, port) => (await get()).listening(id, port),
     checkpoint: async (id, key) => (await get()).checkpoint(id, key),
     restoreCheckpoint: async (id, key) => (await get()).restoreCheckpoint(id, key),
     deleteCheckpoint: async (id, key) => (await get()).deleteCheckpoint(id, key),

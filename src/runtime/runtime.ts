@@ -96,6 +96,12 @@ export interface GuestProcess {
    * then refuse rather than open that root as host root.
    */
   filesReachable?: boolean;
+  /**
+   * True when the machine's sockets and packets belong to a network stack of its own
+   * (gVisor's netstack under runsc): its network namespace's socket tables and packet
+   * filters on the host kernel see none of them.
+   */
+  ownNetworkStack?: boolean;
 }
 
 /** What a shell session runs (spec 4.9 exec). */
@@ -183,6 +189,15 @@ export interface MachineRuntime {
    * as its user, in its cgroup. Throws when the machine does not run.
    */
   shell(id: string, opts: ShellOptions): Promise<GuestSession>;
+  /**
+   * Whether the running machine listens on TCP `port` for connections to its address,
+   * found without connecting (a connection would count against its network policy);
+   * undefined when the runtime cannot tell that way (then the caller connects).
+   */
+  listening?(
+    id: string,
+    port: number,
+  ): Promise<{ listening: true } | { listening: false; reason: string } | undefined>;
   /** Host address and port to reach the machine's `port` (for the proxy). */
   address(id: string, port: number): Promise<{ host: string; port: number } | undefined>;
   /**

@@ -1,32 +1,47 @@
 /**
  * Public UDP endpoints (spec 4.6): a datagram round trip through the endpoint's public
  * port to an echo server in a real machine (socat from the host, in the image), list,
- * delete (the port stops answering), the per-organization limit, bad input, other
- * organizations and keys.
+ * delete (the port stops answering), a datagram waking the suspended machine (and
+ * answered), a second relay on the host (as another replica's) taking a port over once
+ * the first releases it, the per-organization limit, bad input, other organizations and keys.
  */
 import dgram from 'node:dgram';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { busyboxLayer } from '../../src/runtime/images/build.test-helper.js';
 import { hostBinariesLayer } from '../../src/runtime/images/host-binaries.test-helper.js';
 import { canRunMachines, startMachineBed, type MachineBed } from '../machines/bed.js';
+import { UdpRelays, udpRelaysOf } from '../../src/services/apps/udp-relay.js';
 import { keyOf } from './edge.test-helper.js';
 
 let bed: MachineBed;
+let machineId: string;
 const U = '/v1/apps/echo/udp';
 
-/** Sends `text` to 127.0.0.1:`port` and resolves with the reply, or undefined after `ms`. */
-function roundTrip(port: number, text: string, ms = 2000): Promise<string | undefined> {
-  return new Promise((resolve) => {
-    const s = dgram.createSocket('udp4');
-    const done = (v: string | undefined) => {
-      clearTimeout(timer);
-      s.close();
-      resolve(v);
-    };
-    const timer = setTimeout(() => done(undefined), ms);
-    s.on('message', (m) => done(m.toString()));
-    s.send(text, port, '127.0.0.1');
-  });
+/** A client socket; `ask` sends `text` to 127.0.0.1:`port`: the reply, or undefined after `ms`. */
+function client() {
+  const s = dgram.createSocket('udp4');
+  const ask = (port: number, text: string, ms = 2000) =>
+    new Promise<string | undefined>((resolve) => {
+      const done = (v: string | undefined) => {
+        clearTimeout(timer);
+        s.removeAllListeners('message');
+        resolve(v);
+      };
+      const timer = setTimeout(() => done(undefined), ms);
+      s.on('message', (m) => done(m.toString()));
+      s.send(text, port, '127.0.0.1');
+    });
+  return { ask, close: () => s.close() };
+}
+
+/** One datagram from a new client (a flow of its own): the reply, or undefined after `ms`. */
+async function roundTrip(port: number, text: string, ms = 2000): Promise<string | undefined> {
+  const c = client();
+  try {
+    return await c.ask(port, text, ms);
+  } finally {
+    c.close();
+  }
 }
 
 beforeAll(async () => {
@@ -43,6 +58,7 @@ beforeAll(async () => {
     readiness: 'boot',
   });
   expect(m.status, JSON.stringify(m.body)).toBe(201);
+  machineId = m.body.id;
 }, 180_000);
 
 afterAll(async () => {
@@ -76,6 +92,44 @@ describe.skipIf(!canRunMachines)('UDP endpoints', () => {
     expect((await bed.req('DELETE', `${U}/${ep.id}`)).status).toBe(404);
     expect(await roundTrip(ep.publicPort, 'gone?', 500)).toBeUndefined();
     expect((await bed.req('GET', U)).body).toEqual([]);
+  });
+
+  it('wakes a suspended machine, for a new client and for a flow made before; the datagram that woke it is answered', async () => {
+    const ep = (await bed.req('POST', U, {})).body;
+    const M = `/v1/machines/${machineId}`;
+    const old = client();
+    try {
+      expect(await old.ask(ep.publicPort, 'awake')).toBe('awake');
+      expect((await bed.req('POST', `${M}/suspend`)).body.observedState).toBe('suspended');
+      // Held while the machine thaws, then sent: the first datagram gets its answer.
+      const t0 = performance.now();
+      expect(await roundTrip(ep.publicPort, 'wake up', 5000)).toBe('wake up');
+      console.log(`udp: a datagram woke the machine in ${Math.round(performance.now() - t0)} ms`);
+      expect((await bed.req('GET', M)).body.observedState).toBe('running');
+      // A client whose flow began before the machine slept wakes it too.
+      expect((await bed.req('POST', `${M}/suspend`)).body.observedState).toBe('suspended');
+      expect(await old.ask(ep.publicPort, 'again', 5000)).toBe('again');
+      expect((await bed.req('GET', M)).body.observedState).toBe('running');
+    } finally {
+      old.close();
+    }
+    expect((await bed.req('DELETE', `${U}/${ep.id}`)).status).toBe(204);
+  });
+
+  it('a second relay on the host (another replica) leaves a held port alone and takes it over once released', async () => {
+    const ep = (await bed.req('POST', U, {})).body;
+    const { ctx, config } = bed.tp.platform;
+    const second = new UdpRelays(ctx, config.listenHost);
+    try {
+      await second.sync(); // EADDRINUSE: the first relay holds the port, and serves it
+      expect(await roundTrip(ep.publicPort, 'first')).toBe('first');
+      udpRelaysOf(ctx)!.close(ep.id); // as if the first replica went away
+      await second.sync();
+      expect(await roundTrip(ep.publicPort, 'second')).toBe('second');
+    } finally {
+      second.stop();
+    }
+    expect((await bed.req('DELETE', `${U}/${ep.id}`)).status).toBe(204);
   });
 
   it('takes an explicit targetPort, and holds the organization to its limit', async () => {

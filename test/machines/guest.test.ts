@@ -414,7 +414,7 @@ describe.skipIf(!canRunMachines)('liveness', () => {
     await expect.poll(async () => (await look(id)).liveness, { timeout: 5000 }).toBe('listening');
     await expect
       .poll(async () => (await look(quiet.body.id)).livenessReason, { timeout: 5000 })
-      .toBe('connection refused on port 3000');
+      .toBe('nothing listens on port 3000');
     const q = await look(quiet.body.id);
     expect(q.liveness).toBe('not-listening');
     expect(Date.parse(q.livenessAt)).toBeGreaterThanOrEqual(Date.parse(q.livenessSince));

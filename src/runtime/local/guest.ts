@@ -52,6 +52,6 @@ export async function guestOf(
     cwd: machineCwd(record.image.config),
     env: parseEnviron(environ),
     cgroup: sandbox.cgroup,
-    ...(sandbox.runtimeName === 'runsc' ? { filesReachable: false } : {}),
+    ...(sandbox.runtimeName === 'runsc' ? { filesReachable: false, ownNetworkStack: true } : {}),
   };
 }

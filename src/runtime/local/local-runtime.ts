@@ -23,6 +23,8 @@ import {
 } from '../runtime.js';
 import {
   cpuTicks,
+  isRunning,
+  listensOn,
   mountedType,
   Network,
   readLogs,
@@ -329,6 +331,15 @@ export class LocalRuntime implements MachineRuntime {
     if (!guest) throw new Error(`machine ${id} is not running`);
     const command = this.sandboxes.commandFor(await this.sandboxes.record(id));
     return startShell(command, id, guest, opts);
+  }
+
+  async listening(id: string, port: number) {
+    assertMachineId(id);
+    const [record, sandbox] = await Promise.all([this.records.get(id), this.sandboxes.record(id)]);
+    // Under gVisor the host kernel holds none of the machine's sockets: the caller connects.
+    if (!record || !sandbox || sandbox.runtimeName === 'runsc' || !(await isRunning(sandbox.init)))
+      return undefined;
+    return listensOn(sandbox.init.pid, record.ip, port);
   }
 
   async address(id: string, port: number): Promise<{ host: string; port: number } | undefined> {

@@ -11,6 +11,7 @@ export { Network, type MachineNet, type NetworkOptions } from './network.js';
 export { together } from './together.js';
 export { applyWalls, removeWalls, sweepWalls } from './walls.js';
 export { sweepNetworkPolicies } from './network-policy.js';
+export { listensOn } from './listeners.js';
 export { wallsRuleset, type WallsMachine, type WallsPlan } from './walls-ruleset.js';
 export {
   mountRootfs,

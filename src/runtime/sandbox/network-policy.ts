@@ -1,26 +1,37 @@
 /**
- * A machine's network policy (spec 4.6), enforced on the host side of its veth pair,
- * where nothing inside the machine can reach it (root in the machine's user namespace
- * owns its netns, so rules inside it could be flushed by the machine itself):
+ * A machine's network policy (spec 4.6):
  *
- * - **Bandwidth** (`bandwidthMbit`), both directions with `tc`: a token bucket (`tbf`) on
- *   the host veth's egress shapes traffic *to* the machine; traffic *from* it arrives as
- *   the veth's ingress, which a `u32` filter redirects (`mirred`) to an `ifb` device of
- *   the machine's own (`pi…`), shaped by a second `tbf`. (An ingress policer would be
- *   simpler, but kernels without `act_police`, like this project's test hosts, refuse
- *   it; `ifb` and `mirred` are everywhere.)
- * - **New connections per minute**, with nftables: a table `ip pp_<veth>` holds one
- *   named limit shared by three chains: `output` (the host, where the proxy runs, to the
- *   machine), `forward` (the machine to and from anywhere else) and `input` (the machine
- *   to the host). A new connection over the limit is refused (`reject`, the client sees
- *   ECONNREFUSED). The limit is a token bucket of `n` per minute holding `n`, so `n`
- *   connections may come at once, the next only as the bucket refills.
+ * - **Bandwidth** (`bandwidthMbit`), both directions with `tc` on the host side of the
+ *   machine's veth pair, where nothing inside the machine can reach it: a token bucket
+ *   (`tbf`) on the host veth's egress shapes traffic *to* the machine; traffic *from* it
+ *   arrives as the veth's ingress, which a `u32` filter redirects (`mirred`) to an `ifb`
+ *   device of the machine's own (`pi…`), shaped by a second `tbf`. (An ingress policer
+ *   would be simpler, but kernels without `act_police`, like this project's test hosts,
+ *   refuse it; `ifb` and `mirred` are everywhere.)
+ * - **New connections per minute**, with nftables, as a token bucket of `n` per minute
+ *   holding `n` (so `n` connections may come at once, the next only as the bucket
+ *   refills), shared by connections into the machine and out of it. Over the limit a new
+ *   connection is refused (`reject`: the client sees ECONNREFUSED). Where it sits:
+ *   - `netns` (runc): a table `inet pier_policy` inside the machine's own network
+ *     namespace (`input` and `output` hooks, loopback exempt). Every new connection into
+ *     the machine passes there, whatever its source: the proxy, the host, and other
+ *     machines on the same bridge, whose frames the host's IP hooks never see unless the
+ *     host passes bridged traffic through them (br_netfilter). The machine cannot remove
+ *     it: its netns belongs to its user namespace, but none of its processes holds
+ *     CAP_NET_ADMIN (spec.ts ROOT_CAPS), so nft inside it is refused.
+ *   - `host` (runsc): gVisor's netstack handles the machine's packets itself (read from
+ *     the veth with a packet socket), so nothing filters inside its netns; a table
+ *     `ip pp_<veth>` on the host counts the machine's address in the `output` (the host
+ *     and its proxy to the machine), `forward` (routed to or from anywhere else, and
+ *     bridged traffic where br_netfilter passes it to the IP hooks) and `input` (the
+ *     machine to the host) hooks.
  *
  * Every call states the whole policy (idempotent); child processes get argument arrays.
  */
 import { access, readdir, readFile } from 'node:fs/promises';
 import { CommandError, run } from './exec.js';
-import { vethName } from './names.js';
+import { netnsName, vethName } from './names.js';
+import { netnsExists } from './network.js';
 
 export interface NetworkLimits {
   bandwidthMbit: number | null;
@@ -86,47 +97,95 @@ async function applyBandwidth(veth: string, mbit: number | null): Promise<void> 
   ]);
 }
 
-/** The nftables document of a machine's connection limit (one atomic `nft -f -`). */
+/** Where a machine's connection limit is enforced: see the module comment. */
+export type LimitPlace = 'netns' | 'host';
+
+/** The token bucket every chain of a connection limit shares. */
+const bucket = (perMinute: number) =>
+  `  limit conns { rate over ${perMinute}/minute burst ${perMinute} packets }`;
+
+/** A rule refusing new connections over the limit; `match` narrows it (an address). */
+const limitRule = (match?: string) =>
+  `    ${match ? `${match} ` : ''}ct state new limit name "conns" counter reject`;
+
+/** The nftables document of a machine's connection limit on the host (one atomic `nft -f -`). */
 export function connectionRuleset(veth: string, ip: string, perMinute: number | null): string {
   const table = tableOf(veth);
   // `add` first so that `delete` never fails on a missing table: the batch replaces it.
   const lines = [`add table ip ${table}`, `delete table ip ${table}`];
   if (perMinute === null) return `${lines.join('\n')}\n`;
-  const rule = (match: string) => `    ${match} ct state new limit name "conns" counter reject`;
   lines.push(
     `table ip ${table} {`,
-    `  limit conns { rate over ${perMinute}/minute burst ${perMinute} packets }`,
+    bucket(perMinute),
     '  chain output {',
     '    type filter hook output priority 10; policy accept;',
-    rule(`ip daddr ${ip}`),
+    limitRule(`ip daddr ${ip}`),
     '  }',
     '  chain forward {',
     '    type filter hook forward priority 10; policy accept;',
-    rule(`ip daddr ${ip}`),
-    rule(`ip saddr ${ip}`),
+    limitRule(`ip daddr ${ip}`),
+    limitRule(`ip saddr ${ip}`),
     '  }',
     '  chain input {',
     '    type filter hook input priority 10; policy accept;',
-    rule(`ip saddr ${ip}`),
+    limitRule(`ip saddr ${ip}`),
     '  }',
     '}',
   );
   return `${lines.join('\n')}\n`;
 }
 
-/** Applies `limits` to machine `machineId` at `ip` (its veth must exist). */
+/** The table of the connection limit inside a machine's netns. */
+export const NETNS_TABLE = 'pier_policy';
+
+/**
+ * The nftables document of the connection limit inside a machine's netns: every new
+ * connection into it (`input`) or out of it (`output`), its own loopback excepted.
+ */
+export function netnsConnectionRuleset(perMinute: number | null): string {
+  const lines = [`add table inet ${NETNS_TABLE}`, `delete table inet ${NETNS_TABLE}`];
+  if (perMinute === null) return `${lines.join('\n')}\n`;
+  lines.push(
+    `table inet ${NETNS_TABLE} {`,
+    bucket(perMinute),
+    '  chain input {',
+    '    type filter hook input priority 10; policy accept;',
+    '    iifname "lo" accept',
+    limitRule(),
+    '  }',
+    '  chain output {',
+    '    type filter hook output priority 10; policy accept;',
+    '    oifname "lo" accept',
+    limitRule(),
+    '  }',
+    '}',
+  );
+  return `${lines.join('\n')}\n`;
+}
+
+/** `nft -f -` inside the machine's network namespace (a named one under /run/netns). */
+const nftInNetns = (machineId: string, doc: string) =>
+  run(['nsenter', `--net=/run/netns/${netnsName(machineId)}`, 'nft', '-f', '-'], 30_000, doc);
+
+/**
+ * Applies `limits` to machine `machineId` at `ip` (its veth and netns must exist), the
+ * connection limit at `place`; the other place's limit is removed.
+ */
 export async function applyNetworkPolicy(
   machineId: string,
   ip: string,
   limits: NetworkLimits,
+  place: LimitPlace,
 ): Promise<void> {
   if (!/^\d{1,3}(\.\d{1,3}){3}$/.test(ip)) throw new Error(`not an IPv4 address: ${ip}`);
   const veth = vethName(machineId);
+  const perMinute = limits.newConnectionsPerMinute;
   await applyBandwidth(veth, limits.bandwidthMbit);
+  await nftInNetns(machineId, netnsConnectionRuleset(place === 'netns' ? perMinute : null));
   await run(
     ['nft', '-f', '-'],
     30_000,
-    connectionRuleset(veth, ip, limits.newConnectionsPerMinute),
+    connectionRuleset(veth, ip, place === 'host' ? perMinute : null),
   );
 }
 
@@ -141,10 +200,15 @@ export async function vethIndex(machineId: string): Promise<string | undefined> 
   return text?.trim();
 }
 
-/** Removes a machine's policy (idempotent): qdiscs, its ifb device, its table. */
+/**
+ * Removes a machine's policy (idempotent): qdiscs, its ifb device, its tables (the one in
+ * its netns only while that netns exists; it goes with it anyway).
+ */
 export async function removeNetworkPolicy(machineId: string): Promise<void> {
   const veth = vethName(machineId);
   await removeBandwidth(veth);
+  if (await netnsExists(netnsName(machineId)))
+    await nftInNetns(machineId, netnsConnectionRuleset(null));
   await run(['nft', '-f', '-'], 30_000, connectionRuleset(veth, '0.0.0.0', null));
 }
 

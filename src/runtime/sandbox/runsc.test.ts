@@ -252,10 +252,11 @@ describe.skipIf(unavailable)(
       expect(await exists(path.join(volume, 'ro/x'))).toBe(false);
     });
 
-    it('tells the files API it cannot reach the machine through the Sentry', async () => {
+    it('tells the files API it cannot reach the machine through the Sentry, and the policy its netstack is its own', async () => {
       const record = { image: { config: {} } } as unknown as MachineRecord;
       const guest = await guestOf(record, await bed.sandboxes.record('a'));
       expect(guest?.filesReachable).toBe(false);
+      expect(guest?.ownNetworkStack).toBe(true); // the network policy goes on the host
     });
 
     it('starts runsc in a private mount namespace, with only constant shell text', () => {

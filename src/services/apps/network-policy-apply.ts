@@ -13,8 +13,9 @@ import {
   vethIndex,
 } from '../../runtime/sandbox/network-policy.js';
 import type { ServiceContext } from '../context.js';
+import { runtimeOf } from '../machines/lifecycle.js';
 
-/** What this process applied, per machine (`ip|veth index|mbit|perMinute`): repeats cost nothing. */
+/** What this process applied, per machine (`ip|veth index|place|mbit|perMinute`): repeats cost nothing. */
 const applied = new WeakMap<ServiceContext, Map<string, string>>();
 /** One reconcile per machine at a time; a word arriving meanwhile runs it once more. */
 const running = new WeakMap<ServiceContext, Map<string, Promise<void>>>();
@@ -69,9 +70,14 @@ async function reconcileOnce(ctx: ServiceContext, machineId: string): Promise<vo
   // Keyed by the veth's index too: a restarted machine has a new veth without qdiscs.
   const index = await vethIndex(machineId);
   if (index === undefined) return; // not on the network yet: its next change word
-  const key = `${want.ip}|${index}|${want.limits.bandwidthMbit}|${want.limits.newConnectionsPerMinute}`;
+  // The connection limit sits in the machine's netns, unless its packets never pass the
+  // host kernel's filters there (gVisor's own netstack): then on the host (sandbox module).
+  const guest = await runtimeOf(ctx).guest(machineId);
+  if (!guest) return; // its process is not up yet: its next change word
+  const place = guest.ownNetworkStack ? 'host' : 'netns';
+  const key = `${want.ip}|${index}|${place}|${want.limits.bandwidthMbit}|${want.limits.newConnectionsPerMinute}`;
   if (done.get(machineId) === key) return;
-  await applyNetworkPolicy(machineId, want.ip, want.limits);
+  await applyNetworkPolicy(machineId, want.ip, want.limits, place);
   done.set(machineId, key);
 }
 

@@ -113,7 +113,7 @@ export async function createUdp(
     const ep = toEndpoint(ctx, app, row);
     return {
       ...ep,
-      note: `UDP datagrams to ${ep.address} reach port ${targetPort} of the app's running machines; replies go back to the sender. Flows end after 60 s of quiet.`,
+      note: `UDP datagrams to ${ep.address} reach port ${targetPort} of the app's running machines (a sleeping one is woken); replies go back to the sender. Flows end after 60 s of quiet.`,
     };
   }
   throw new ApiError('udp-ports-exhausted');

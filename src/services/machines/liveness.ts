@@ -1,10 +1,16 @@
 /**
  * Liveness of machines (spec 2.11 `liveness` and its companions): every few seconds the
- * platform opens a TCP connection to each running machine's `internalPort`, as the proxy
- * would. `listening` when it is accepted; `not-listening` with the reason (refused, no
- * answer in time) when not; `no-signal` when the machine does not run (suspended,
- * stopped), since probing a sleeping machine would wake it. `livenessSince` is when the
- * current value began, `livenessAt` when it was last confirmed.
+ * platform asks whether each running machine listens on its `internalPort`. The runtime
+ * answers from the machine's socket tables where it can (`MachineRuntime.listening`,
+ * runc), without connecting: a connection would count against the app's
+ * `newConnectionsPerMinute` (about 12 a minute taken from the customer's limit). Where it
+ * cannot (gVisor, whose sockets the host does not see), the platform opens a TCP
+ * connection, as the proxy would, and that one does count. `listening` when a socket
+ * listens (or the connection is accepted); `not-listening` with the reason (nothing
+ * listens, only on another address, refused, no answer in time) when not; `no-signal`
+ * when the machine does not run (suspended, stopped), since probing a sleeping machine
+ * would wake it. `livenessSince` is when the current value began, `livenessAt` when it
+ * was last confirmed.
  */
 import net from 'node:net';
 import { sql } from 'kysely';
@@ -37,7 +43,10 @@ export function probe(host: string, port: number, timeoutMs = PROBE_TIMEOUT_MS) 
 async function observe(ctx: ServiceContext, row: MachineRow): Promise<[Liveness, string | null]> {
   if (row.observed_state !== 'running') return ['no-signal', `machine is ${row.observed_state}`];
   const port = configOf(row).internalPort;
-  const address = await runtimeOf(ctx).address(row.id, port);
+  const runtime = runtimeOf(ctx);
+  const seen = await runtime.listening?.(row.id, port);
+  if (seen) return seen.listening ? ['listening', null] : ['not-listening', seen.reason];
+  const address = await runtime.address(row.id, port);
   if (!address) return ['no-signal', 'machine has no address'];
   const why = await probe(address.host, address.port);
   return why ? ['not-listening', why] : ['listening', null];
