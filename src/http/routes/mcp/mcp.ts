@@ -12,6 +12,7 @@ import { ApiError } from '../../../errors/api-error.js';
 import { mcpChallengeOf } from '../../../oauth/urls.js';
 import { countMcpToolCall } from '../../../services/mcp-rate-limit.js';
 import type { AppDeps } from '../../deps.js';
+import { answerFastToolCall, fastToolCall } from '../../mcp/fast-call.js';
 import { mcpHandler } from '../../mcp/handler.js';
 import type { Caller } from '../../mcp/route-call.js';
 import { mcpServerFactory } from '../../mcp/server.js';
@@ -118,6 +119,12 @@ export function mcpRoutes(root: FastifyInstance, { ctx, config }: AppDeps): void
           orgHeader: req.headers['x-platform-org'] as string | undefined,
           requestId: req.id,
         };
+        // A plain tools/call skips the SDK's web objects and per-exchange server.
+        const fast = fastToolCall(req.headers, msg);
+        if (fast) {
+          reply.header('content-type', 'application/json');
+          return reply.send(await answerFastToolCall(root, caller, fast));
+        }
         // A parsed message goes to the SDK as `parsedBody`, which it then never reads from
         // the request: a request without a body spares building and reading a stream.
         const request = new Request(`${ownOrigin}/v1/mcp`, {
