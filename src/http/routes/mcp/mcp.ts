@@ -2,7 +2,9 @@
  * The MCP endpoint (spec 4.12, 9.3): `POST /v1/mcp`, one JSON-RPC message per POST, no
  * sessions. The official SDK (mcp/handler.ts) speaks the protocol: revision
  * 2026-07-28 (`server/discover`, the `_meta` protocol version, the `Mcp-Method` /
- * `Mcp-Name` header checks) and the 2025 revisions (`initialize`) served statelessly.
+ * `Mcp-Name` header checks) and the 2025 revisions (`initialize`) served statelessly; a
+ * plain 2026-07-28 `tools/call` is answered as the SDK would answer it, without it
+ * (mcp/fast-call.ts).
  * In front of it sit pier's own checks: the bearer key (the auth row: F, agent tokens
  * judged per tool by the route the tool runs as), the browser Origin, and the limit of
  * 120 tool calls per minute per organization, shared in PostgreSQL through leases.
