@@ -143,6 +143,12 @@ describe('MCP clients', () => {
     });
     expect(fast.text).toBe(sdk.text);
     expect(fast.json.id).toBe('call-1');
+    // An envelope the SDK refuses is refused, however often a good one came before.
+    const bad = JSON.parse(modernRequest(org.token, 'tools/call', { name: 'apps_list' })[0]);
+    bad.params._meta['io.modelcontextprotocol/clientInfo'] = 5;
+    const refused = await post(tp.url, JSON.stringify(bad), headers);
+    expect(refused.status).toBe(400);
+    expect(refused.json.error.code).toBe(-32602);
   });
 });
 

@@ -73,12 +73,18 @@ export function mcpRoutes(root: FastifyInstance, { ctx, config }: AppDeps): void
 
   // A 401 tells an OAuth client where to log in (RFC 9728 5.1): resource_metadata, and
   // invalid_token when the bearer it sent is unknown, revoked or expired.
-  const challenge = async (req: FastifyRequest, reply: FastifyReply, payload: unknown) => {
+  // Callback style: it runs on every answer, and a promise each would show.
+  const challenge = (
+    req: FastifyRequest,
+    reply: FastifyReply,
+    payload: unknown,
+    done: (err: null, payload: unknown) => void,
+  ) => {
     if (reply.statusCode === 401) {
       const sent = req.headers.authorization !== undefined;
       reply.header('www-authenticate', mcpChallengeOf(config.publicUrl, sent));
     }
-    return payload;
+    done(null, payload);
   };
 
   void root.register(async (app) => {
