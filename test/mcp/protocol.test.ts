@@ -149,6 +149,10 @@ describe('MCP clients', () => {
     const refused = await post(tp.url, JSON.stringify(bad), headers);
     expect(refused.status).toBe(400);
     expect(refused.json.error.code).toBe(-32602);
+    const [good] = modernRequest(org.token, 'tools/call', { name: 'apps_list' });
+    const oldRpc = await post(tp.url, good.replace('"2.0"', '"1.0"'), headers);
+    expect(oldRpc.status).toBe(400);
+    expect(oldRpc.json.error.code).toBe(-32600);
   });
 });
 

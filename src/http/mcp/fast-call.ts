@@ -6,7 +6,7 @@
  * tool runs as its route as on the SDK path (route-call.ts).
  *
  * The path is taken only when nothing the SDK checks could fail: the era is decided by
- * the SDK's own `classifyInboundRequest`; the standard headers must equal the body's
+ * the SDK's own `classifyInboundRequest` (once per envelope); the standard headers must equal the body's
  * values exactly (no whitespace or Base64 forms to normalise); the message carries no
  * member the SDK might read; and the arguments pass the tool's input schema. Anything
  * else (`initialize`, `server/discover`, `tools/list`, other eras, malformed messages,
@@ -92,6 +92,7 @@ export interface FastToolCall {
  */
 export function fastToolCall(headers: IncomingHttpHeaders, msg: unknown): FastToolCall | undefined {
   if (!isPlainObject(msg) || !onlyKeys(msg, MESSAGE_KEYS) || msg.method !== 'tools/call') return;
+  if (msg.jsonrpc !== '2.0') return;
   const id = msg.id;
   if (typeof id !== 'string' && !Number.isSafeInteger(id)) return;
   const params = msg.params;
