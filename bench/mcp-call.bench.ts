@@ -3,8 +3,9 @@
  * against the very route it stands for, `GET /v1/apps/:name`, on the same pier with the
  * same key and load. The ratio is what the MCP path adds on top of the route: the
  * endpoint's checks, the tool-call count (a place from this replica's lease, and a lease
- * from PostgreSQL when it runs out), the SDK's JSON-RPC handling and the in-process
- * request to the route (which does its own auth, judge and read).
+ * from PostgreSQL when it runs out), the JSON-RPC message (this plain call takes the fast
+ * path of mcp/fast-call.ts) and the in-process request to the route (which does its own
+ * auth, judge and read).
  * Goal (issue 15): the MCP path costs at most 1.5× the plain route, a ratio ≥ 0.67.
  */
 import { compare, type Benchmark } from './lib/benchmark.js';

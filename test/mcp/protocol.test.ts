@@ -112,6 +112,48 @@ describe('MCP clients', () => {
     expect(answer).toMatchObject({ status: 400, code: 'bad-request' });
     expect(answer.issues.length).toBeGreaterThan(0);
   });
+
+  it('answers a plain tools/call (its fast path) exactly as the SDK answers it', async () => {
+    await tp.request('POST', '/v1/apps', { token: org.token, body: { name: 'fast-same' } });
+    // The Base64 form of the Mcp-Name header is the same call to the SDK, but sends it
+    // past the fast path (mcp/fast-call.ts), which takes only a name equal to the body's.
+    const base64 = (s: string) => `=?base64?${Buffer.from(s).toString('base64')}?=`;
+    const cases: [string, Record<string, unknown>, number][] = [
+      ['app_get', { name: 'fast-same' }, 7], // a result
+      ['app_get', { name: 'fast-missing' }, 8], // a refused route: isError
+      ['apps_list', {}, 9],
+    ];
+    for (const [name, args, id] of cases) {
+      const [body, headers] = modernRequest(org.token, 'tools/call', { name, arguments: args }, id);
+      const fast = await post(tp.url, body, headers);
+      const sdk = await post(tp.url, body, { ...headers, 'mcp-name': base64(name) });
+      expect(sdk.status).toBe(200);
+      expect(fast.status).toBe(sdk.status);
+      expect(fast.headers.get('content-type')).toBe(sdk.headers.get('content-type'));
+      // The app's own fields are read twice; createdAt and the rest are the same.
+      expect(fast.text).toBe(sdk.text);
+    }
+    const stringId = JSON.parse(modernRequest(org.token, 'tools/call', { name: 'apps_list' })[0]);
+    stringId.id = 'call-1';
+    const [, headers] = modernRequest(org.token, 'tools/call', { name: 'apps_list' });
+    const fast = await post(tp.url, JSON.stringify(stringId), headers);
+    const sdk = await post(tp.url, JSON.stringify(stringId), {
+      ...headers,
+      'mcp-name': base64('apps_list'),
+    });
+    expect(fast.text).toBe(sdk.text);
+    expect(fast.json.id).toBe('call-1');
+    // An envelope the SDK refuses is refused, however often a good one came before.
+    const bad = JSON.parse(modernRequest(org.token, 'tools/call', { name: 'apps_list' })[0]);
+    bad.params._meta['io.modelcontextprotocol/clientInfo'] = 5;
+    const refused = await post(tp.url, JSON.stringify(bad), headers);
+    expect(refused.status).toBe(400);
+    expect(refused.json.error.code).toBe(-32602);
+    const [good] = modernRequest(org.token, 'tools/call', { name: 'apps_list' });
+    const oldRpc = await post(tp.url, good.replace('"2.0"', '"1.0"'), headers);
+    expect(oldRpc.status).toBe(400);
+    expect(oldRpc.json.error.code).toBe(-32600);
+  });
 });
 
 describe('MCP bad input', () => {

@@ -1,6 +1,6 @@
 /**
- * Runs one MCP tool as the `/v1` route it stands for: an in-process request (Fastify's
- * `inject`) carrying the caller's own Authorization (and organization header), so the
+ * Runs one MCP tool as the `/v1` route it stands for: an in-process request through
+ * Fastify's router (inner-request.ts) carrying the caller's own Authorization (and organization header), so the
  * route's auth row, the agent judge and its audit row, validation and errors are exactly
  * those of a direct call. The route's answer becomes the tool's result; a refusal becomes
  * a result with `isError: true` carrying the route's status, `code` and sentence.
@@ -9,6 +9,7 @@ import type { FastifyInstance } from 'fastify';
 import type { CallToolResult } from '@modelcontextprotocol/server';
 import type { ToolRoute } from './tools.js';
 import { mcpCallMark } from '../plugins/inner-calls.js';
+import { innerRequest } from './inner-request.js';
 
 /** What the MCP request forwards to the route it calls. */
 export interface Caller {
@@ -64,12 +65,7 @@ export async function callRoute(
     headers['content-type'] = 'application/json';
     payload = JSON.stringify(req.body);
   }
-  const res = await app.inject({
-    method: req.method as 'GET',
-    url: req.url,
-    headers,
-    payload,
-  });
+  const res = await innerRequest(app, req.method, req.url, headers, payload);
   if (res.statusCode >= 400) return routeErrorResult(res.statusCode, res.body);
   const text = res.body.length > 0 ? res.body : JSON.stringify({ status: res.statusCode });
   return { content: [{ type: 'text', text }] };

@@ -2,7 +2,9 @@
  * The MCP endpoint (spec 4.12, 9.3): `POST /v1/mcp`, one JSON-RPC message per POST, no
  * sessions. The official SDK (mcp/handler.ts) speaks the protocol: revision
  * 2026-07-28 (`server/discover`, the `_meta` protocol version, the `Mcp-Method` /
- * `Mcp-Name` header checks) and the 2025 revisions (`initialize`) served statelessly.
+ * `Mcp-Name` header checks) and the 2025 revisions (`initialize`) served statelessly; a
+ * plain 2026-07-28 `tools/call` is answered as the SDK would answer it, without it
+ * (mcp/fast-call.ts).
  * In front of it sit pier's own checks: the bearer key (the auth row: F, agent tokens
  * judged per tool by the route the tool runs as), the browser Origin, and the limit of
  * 120 tool calls per minute per organization, shared in PostgreSQL through leases.
@@ -12,6 +14,7 @@ import { ApiError } from '../../../errors/api-error.js';
 import { mcpChallengeOf } from '../../../oauth/urls.js';
 import { countMcpToolCall } from '../../../services/mcp-rate-limit.js';
 import type { AppDeps } from '../../deps.js';
+import { answerFastToolCall, fastToolCall } from '../../mcp/fast-call.js';
 import { mcpHandler } from '../../mcp/handler.js';
 import type { Caller } from '../../mcp/route-call.js';
 import { mcpServerFactory } from '../../mcp/server.js';
@@ -70,12 +73,18 @@ export function mcpRoutes(root: FastifyInstance, { ctx, config }: AppDeps): void
 
   // A 401 tells an OAuth client where to log in (RFC 9728 5.1): resource_metadata, and
   // invalid_token when the bearer it sent is unknown, revoked or expired.
-  const challenge = async (req: FastifyRequest, reply: FastifyReply, payload: unknown) => {
+  // Callback style: it runs on every answer, and a promise each would show.
+  const challenge = (
+    req: FastifyRequest,
+    reply: FastifyReply,
+    payload: unknown,
+    done: (err: null, payload: unknown) => void,
+  ) => {
     if (reply.statusCode === 401) {
       const sent = req.headers.authorization !== undefined;
       reply.header('www-authenticate', mcpChallengeOf(config.publicUrl, sent));
     }
-    return payload;
+    done(null, payload);
   };
 
   void root.register(async (app) => {
@@ -118,6 +127,12 @@ export function mcpRoutes(root: FastifyInstance, { ctx, config }: AppDeps): void
           orgHeader: req.headers['x-platform-org'] as string | undefined,
           requestId: req.id,
         };
+        // A plain tools/call skips the SDK's web objects and per-exchange server.
+        const fast = fastToolCall(req.headers, msg);
+        if (fast) {
+          reply.header('content-type', 'application/json');
+          return reply.send(await answerFastToolCall(root, caller, fast));
+        }
         // A parsed message goes to the SDK as `parsedBody`, which it then never reads from
         // the request: a request without a body spares building and reading a stream.
         const request = new Request(`${ownOrigin}/v1/mcp`, {
