@@ -14,10 +14,8 @@ import { ApiError } from '../../../errors/api-error.js';
 import { mcpChallengeOf } from '../../../oauth/urls.js';
 import { countMcpToolCall } from '../../../services/mcp-rate-limit.js';
 import type { AppDeps } from '../../deps.js';
-import { answerFastToolCall, fastToolCall } from '../../mcp/fast-call.js';
-import { mcpHandler } from '../../mcp/handler.js';
+import type { McpHandler } from '../../mcp/handler.js';
 import type { Caller } from '../../mcp/route-call.js';
-import { mcpServerFactory } from '../../mcp/server.js';
 import { principalOf } from '../../plugins/auth.js';
 
 /** Headers of the Node request that do not describe the message itself. */
@@ -60,12 +58,30 @@ function webHeaders(req: FastifyRequest): Headers {
   return headers;
 }
 
+type McpModules = typeof import('../../mcp/fast-call.js') &
+  typeof import('../../mcp/handler.js') &
+  typeof import('../../mcp/server.js');
+
+async function loadMcpModules(): Promise<McpModules> {
+  const [fast, handler, server] = await Promise.all([
+    import('../../mcp/fast-call.js'),
+    import('../../mcp/handler.js'),
+    import('../../mcp/server.js'),
+  ]);
+  return { ...fast, ...handler, ...server };
+}
+
 export function mcpRoutes(root: FastifyInstance, { ctx, config }: AppDeps): void {
   // Made on the first call: registering the routes reads nothing of the configuration
   // (the contracts test registers them without one).
-  let handler: ReturnType<typeof mcpHandler> | undefined;
-  const handlerOf = () => (handler ??= mcpHandler(mcpServerFactory(root), config.bodyLimitBytes));
+  let handler: McpHandler | undefined;
+  const handlerOf = () =>
+    (handler ??= mcp.mcpHandler(mcp.mcpServerFactory(root), config.bodyLimitBytes));
   root.addHook('onClose', async () => handler?.close());
+  // The SDK and the modules on it, loaded by the first MCP request: importing them costs
+  // about half a second of CPU, which every `pier` start (and test file) would pay.
+  let loading: Promise<McpModules> | undefined;
+  let mcp!: McpModules;
   // The origin of the public URL, parsed again only when the URL changes.
   let known = { url: '', origin: '' };
   const originOf = (url: string) =>
@@ -112,6 +128,7 @@ export function mcpRoutes(root: FastifyInstance, { ctx, config }: AppDeps): void
             `Requests from the browser origin '${origin}' are refused; only ${ownOrigin} may call the MCP endpoint from a browser.`,
           );
         }
+        mcp ??= await (loading ??= loadMcpModules());
         const p = principalOf(req);
         const body = typeof req.body === 'string' ? req.body : '';
         const msg = parsed(body);
@@ -128,10 +145,10 @@ export function mcpRoutes(root: FastifyInstance, { ctx, config }: AppDeps): void
           requestId: req.id,
         };
         // A plain tools/call skips the SDK's web objects and per-exchange server.
-        const fast = fastToolCall(req.headers, msg);
+        const fast = mcp.fastToolCall(req.headers, msg);
         if (fast) {
           reply.header('content-type', 'application/json');
-          return reply.send(await answerFastToolCall(root, caller, fast));
+          return reply.send(await mcp.answerFastToolCall(root, caller, fast));
         }
         // A parsed message goes to the SDK as `parsedBody`, which it then never reads from
         // the request: a request without a body spares building and reading a stream.
