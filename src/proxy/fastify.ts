@@ -28,8 +28,9 @@ export function proxyPlugin(app: FastifyInstance, proxy: AppProxy): void {
   const api = server.listeners('request') as RequestListener[];
   server.removeAllListeners('request');
   server.on('request', (req: http.IncomingMessage, res: http.ServerResponse) => {
-    if (!closing && proxy.addressFromHost(req.headers.host, req) !== undefined) {
-      void proxy.handle(req, res);
+    const address = closing ? undefined : proxy.addressFromHost(req.headers.host, req);
+    if (address) {
+      void proxy.handle(req, res, address);
       return;
     }
     for (const listener of api) listener.call(server, req, res);
