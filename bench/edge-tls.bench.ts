@@ -15,11 +15,10 @@ import https from 'node:https';
 import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { readFileSync } from 'node:fs';
-import { busyboxLayer } from '../src/runtime/images/build.test-helper.js';
 import { freePort, startDnsServer, startPebble } from '../test/edge/acme-servers.js';
 import { compare, type Benchmark } from './lib/benchmark.js';
 import { fmtMs, percentile, round } from './lib/db-samples.js';
+import { keepAliveImage } from './lib/keepalive-machine.js';
 import { measure } from './lib/load.js';
 import {
   INTERNAL_PORT,
@@ -36,45 +35,6 @@ const EDGE = 'edge.pier.test';
 /** The issue's goals: HTTPS costs at most 20 % of the plain proxy; a new name in < 1 s. */
 const MIN_RATIO = 0.8;
 const NEW_NAME_GOAL_MS = 1000;
-
-/**
- * The machine under load must not be the bottleneck: busybox httpd forks per connection
- * and closes it after each answer (~150 req/s here, p99 in seconds), and so does Go's
- * `pebble-challtestsrv`. So the loaded machine runs the host's own `node` (with the
- * libraries it links) and a three-line server that keeps connections alive and answers
- * PAGE for any path.
- */
-const LIBS = [
-  'libdl.so.2',
-  'libstdc++.so.6',
-  'libm.so.6',
-  'libgcc_s.so.1',
-  'libpthread.so.0',
-  'libc.so.6',
-];
-const SERVER = `require('node:http').createServer((q, s) => s.end(${JSON.stringify(PAGE.content)})).listen(${INTERNAL_PORT});`;
-const hostFile = (file: string, at = file.slice(1)) => ({
-  path: at,
-  content: readFileSync(file),
-  mode: 0o755,
-});
-const keepAliveImage = (b: MachinePier) =>
-  b.pushImage('keepalive:1', {
-    layers: [
-      busyboxLayer(),
-      [
-        { path: 'lib/', type: 'dir' },
-        { path: 'lib/x86_64-linux-gnu/', type: 'dir' },
-        { path: 'lib64/', type: 'dir' },
-        ...LIBS.map((l) => hostFile(`/lib/x86_64-linux-gnu/${l}`)),
-        hostFile('/lib64/ld-linux-x86-64.so.2'),
-        hostFile(process.execPath, 'bin/node'),
-        { path: 'srv/', type: 'dir' },
-        { path: 'srv/server.js', content: SERVER },
-      ],
-    ],
-    config: { Cmd: ['/bin/node', '/srv/server.js'] },
-  });
 
 /** A GET of PAGE through the edge as `host` on a new connection, verifying against `ca`. */
 function edgeGet(port: number, host: string, ca: string) {

@@ -80,9 +80,14 @@ export class AppProxy {
    * Serves one request of an app host: forwards it to a machine and streams the answer
    * back, or answers `{error, code}` itself. Never rejects.
    */
-  async handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+  async handle(
+    req: http.IncomingMessage,
+    res: http.ServerResponse,
+    /** The address of the request's `Host`, when the caller already asked `addressFromHost`. */
+    known?: AppAddress,
+  ): Promise<void> {
     try {
-      const address = this.addressOrThrow(req);
+      const address = known ?? this.addressOrThrow(req);
       if (address.redirect) {
         res.writeHead(308, { location: address.redirect, 'content-length': 0 }).end();
         return;

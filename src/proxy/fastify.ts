@@ -1,8 +1,10 @@
 /**
- * Plugging the proxy into the API's Fastify app. App hosts are taken over in the first
- * global `onRequest` hook, before any route's own hooks (auth runs per route), body
- * parsing or the not-found handler: app traffic is not API traffic. Upgrades of app
- * hosts are taken from `app.server`; other upgrades go where they went before.
+ * Plugging the proxy into the API's Fastify app. App hosts are taken from the server's
+ * `request` event before Fastify's handler sees them: app traffic is not API traffic, and
+ * Fastify's work per request (request id, child logger, the "incoming request" and
+ * "request completed" log lines, routing, hooks, metrics) was a large part of the
+ * proxy's cost. Upgrades of app hosts are taken from `app.server` likewise; other requests
+ * and upgrades go where they went before.
  */
 import http from 'node:http';
 import type { Duplex } from 'node:stream';
@@ -11,28 +13,32 @@ import type { AppProxy } from './app-proxy.js';
 
 type UpgradeListener = (req: http.IncomingMessage, socket: Duplex, head: Buffer) => void;
 
+type RequestListener = (req: http.IncomingMessage, res: http.ServerResponse) => void;
+
 /**
- * Registers the proxy on `app` (the root instance, not inside `register`, so the hook
- * sees every request). Call it before `listen`. Closing the app ends WebSocket tunnels
- * at once and lets proxied HTTP requests in flight finish.
+ * Registers the proxy on `app`'s server. Call it before `listen`. Closing the app ends
+ * WebSocket tunnels at once and lets proxied HTTP requests in flight finish. Requests
+ * injected with `app.inject()` never reach the proxy (they have no server).
  */
 export function proxyPlugin(app: FastifyInstance, proxy: AppProxy): void {
-  app.addHook('onRequest', (req, reply, done) => {
-    if (proxy.addressFromHost(req.headers.host, req.raw) === undefined) {
-      done();
+  const server = app.server;
+  // Once the app closes, every request goes to Fastify, which answers 503 and closes the
+  // connection, as for the API.
+  let closing = false;
+  const api = server.listeners('request') as RequestListener[];
+  server.removeAllListeners('request');
+  server.on('request', (req: http.IncomingMessage, res: http.ServerResponse) => {
+    const address = closing ? undefined : proxy.addressFromHost(req.headers.host, req);
+    if (address) {
+      void proxy.handle(req, res, address);
       return;
     }
-    // Fastify stops its chain at a hijacked reply: no routing, auth, parsing or logging
-    // of an answer; the raw request and response are the proxy's from here.
-    reply.hijack();
-    void proxy.handle(req.raw, reply.raw);
-    done();
+    for (const listener of api) listener.call(server, req, res);
   });
 
   // Listeners are gathered at ready, after every plugin (a WebSocket plugin, say) had
   // its chance to add its own, and replaced by one that sends app hosts to the proxy.
   app.addHook('onReady', (done) => {
-    const server = app.server;
     const others = server.listeners('upgrade') as UpgradeListener[];
     server.removeAllListeners('upgrade');
     server.on('upgrade', (req: http.IncomingMessage, socket: Duplex, head: Buffer) => {
@@ -50,6 +56,7 @@ export function proxyPlugin(app: FastifyInstance, proxy: AppProxy): void {
   // Tunnels go before the server closes (it would wait for them forever); the
   // machines' kept-alive connections after, once requests in flight have finished.
   app.addHook('preClose', (done) => {
+    closing = true;
     proxy.closeTunnels();
     done();
   });

@@ -59,11 +59,8 @@ export function exchange(
     });
     let connected = false;
     let answered = false;
+    let connectTimer: NodeJS.Timeout | undefined;
     let responseTimer: NodeJS.Timeout | undefined;
-    const connectTimer = setTimeout(
-      () => upReq.destroy(new ConnectFailure('timeout')),
-      ctx.connectTimeoutMs,
-    );
 
     const onConnect = (): void => {
       clearTimeout(connectTimer);
@@ -73,8 +70,14 @@ export function exchange(
       else upReq.end();
     };
     upReq.on('socket', (socket) => {
-      if (socket.connecting) socket.once('connect', onConnect);
-      else onConnect();
+      if (!socket.connecting) return onConnect();
+      // Only a new connection can be slow to come up (the agent queues no request: it
+      // has no socket limit); a kept-alive one needs no timer.
+      connectTimer = setTimeout(
+        () => upReq.destroy(new ConnectFailure('timeout')),
+        ctx.connectTimeoutMs,
+      );
+      socket.once('connect', onConnect);
     });
     // The machine's time to answer counts from the end of the upload, so a long upload
     // to a machine that answers at the end is not cut short.

@@ -3,17 +3,98 @@
  * machines on `internalPort` (or an exposed port), and its suspended ones, which the
  * proxy wakes. Host routing is public, so apps are looked up by their platform-wide
  * name; what a request may reach is the app's own machines, nothing else.
+ *
+ * The store is asked once per app and moment, not once per request: a query per request
+ * was most of the proxy's cost under load. An app's machine list is kept for at most
+ * ROUTES_TTL_MS and dropped at once when this process changes any machine (the change
+ * words of services/machines/state-events.ts, an operation's start included), or when a
+ * machine of the app did not take a connection (`forget`, asked by the picker, which then
+ * asks again). Addresses are not kept: each request reads the runtime's record of the
+ * machine (memory), so a destroyed machine's address, which another organization's
+ * machine may get next, is never used from the list.
  */
 import type { ProxyTarget, ProxyTargets } from './index.js';
 import type { ServiceContext } from '../services/context.js';
 import { machineAction, runtimeOf } from '../services/machines/lifecycle.js';
 import { configOf, machinesQuery } from '../services/machines/records.js';
 import { activityOf } from '../services/machines/sleep.js';
+import { onAnyMachineChange } from '../services/machines/state-events.js';
+
+/** The backstop for changes no word reaches this process about (another replica's). */
+export const ROUTES_TTL_MS = 1_000;
+
+/** A machine of the app that may serve, as the store had it. */
+interface Route {
+  machineId: string;
+  state: ProxyTarget['state'];
+  internalPort: number;
+  exposePorts: readonly number[];
+}
+
+interface Cached {
+  at: number;
+  /** undefined: no such app. */
+  routes: Promise<Route[] | undefined>;
+}
 
 export class MachineTargets implements ProxyTargets {
-  constructor(private readonly ctx: ServiceContext) {}
+  private readonly cache = new Map<string, Cached>();
+
+  constructor(private readonly ctx: ServiceContext) {
+    // Changes are rare next to requests: any of them drops every app's list.
+    onAnyMachineChange(ctx, () => this.cache.clear());
+  }
 
   async resolve(app: string, port?: number): Promise<ProxyTarget[] | undefined> {
+    const routes = await this.routes(app);
+    if (!routes) return undefined;
+    const runtime = runtimeOf(this.ctx);
+    const targets: ProxyTarget[] = [];
+    for (const route of routes) {
+      if (port !== undefined && !route.exposePorts.includes(port)) continue;
+      const address = await runtime.address(route.machineId, port ?? route.internalPort);
+      if (!address) continue;
+      targets.push({
+        machineId: route.machineId,
+        host: address.host,
+        port: address.port,
+        state: route.state,
+      });
+    }
+    // A port no machine exposes is not an address of the app.
+    if (port !== undefined && targets.length === 0) return undefined;
+    return targets;
+  }
+
+  forget(app: string): void {
+    this.cache.delete(app);
+  }
+
+  async wake(machineId: string): Promise<void> {
+    const row = await machinesQuery(this.ctx.db)
+      .where('machines.id', '=', machineId)
+      .executeTakeFirstOrThrow();
+    await machineAction(this.ctx, row.org_id, machineId, 'start');
+  }
+
+  touch(machineId: string): void {
+    activityOf(this.ctx).set(machineId, Date.now());
+  }
+
+  /** The app's machines from the cache, or from the store (one query for concurrent asks). */
+  private routes(app: string): Promise<Route[] | undefined> {
+    const hit = this.cache.get(app);
+    if (hit && Date.now() - hit.at < ROUTES_TTL_MS) return hit.routes;
+    const entry: Cached = { at: Date.now(), routes: this.load(app) };
+    // A failed lookup is not kept: the next request asks again.
+    entry.routes.catch(() => {
+      if (this.cache.get(app) === entry) this.cache.delete(app);
+    });
+    this.cache.set(app, entry);
+    return entry.routes;
+  }
+
+  private async load(app: string): Promise<Route[] | undefined> {
     const rows = await machinesQuery(this.ctx.db)
       .where('apps.name', '=', app)
       .where((eb) =>
@@ -36,33 +117,14 @@ export class MachineTargets implements ProxyTargets {
         .where('name', '=', app)
         .executeTakeFirst());
     if (!appExists) return undefined;
-    const runtime = runtimeOf(this.ctx);
-    const targets: ProxyTarget[] = [];
-    for (const row of rows) {
+    return rows.map((row) => {
       const config = configOf(row);
-      if (port !== undefined && !(config.exposePorts ?? []).includes(port)) continue;
-      const address = await runtime.address(row.id, port ?? config.internalPort);
-      if (!address) continue;
-      targets.push({
+      return {
         machineId: row.id,
-        host: address.host,
-        port: address.port,
         state: row.observed_state as ProxyTarget['state'],
-      });
-    }
-    // A port no machine exposes is not an address of the app.
-    if (port !== undefined && targets.length === 0) return undefined;
-    return targets;
-  }
-
-  async wake(machineId: string): Promise<void> {
-    const row = await machinesQuery(this.ctx.db)
-      .where('machines.id', '=', machineId)
-      .executeTakeFirstOrThrow();
-    await machineAction(this.ctx, row.org_id, machineId, 'start');
-  }
-
-  touch(machineId: string): void {
-    activityOf(this.ctx).set(machineId, Date.now());
+        internalPort: config.internalPort,
+        exposePorts: config.exposePorts ?? [],
+      };
+    });
   }
 }

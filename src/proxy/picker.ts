@@ -48,7 +48,7 @@ export class TargetPicker {
    * 502/504 when every machine refused or timed out.
    */
   async connect<T>(address: AppAddress, attempt: (target: ProxyTarget) => Promise<T>): Promise<T> {
-    const all = await this.lookup(address);
+    let all = await this.lookup(address);
     if (all.length === 0) throw noMachine();
     const failures: ConnectFailure[] = [];
     const tryOne = async (target: ProxyTarget): Promise<{ value: T } | undefined> => {
@@ -65,12 +65,21 @@ export class TargetPicker {
       }
     };
 
-    for (const target of this.rotate(
-      address,
-      all.filter((t) => t.state === 'running'),
-    )) {
+    const tried = new Set<string>();
+    for (const target of this.rotate(address, running(all))) {
+      tried.add(target.machineId);
       const done = await tryOne(target);
       if (done) return done.value;
+    }
+    // A machine that did not serve may come from a list `resolve` had kept: ask the store
+    // again, and try the running machines it adds before waking one.
+    if (failures.length > 0 && this.targets.forget) {
+      this.targets.forget(address.app);
+      all = await this.lookup(address);
+      for (const target of running(all).filter((t) => !tried.has(t.machineId))) {
+        const done = await tryOne(target);
+        if (done) return done.value;
+      }
     }
 
     // No running machine served: wake one that sleeps (suspended before stopped, as a
@@ -147,6 +156,8 @@ export class TargetPicker {
     }
   }
 }
+
+const running = (list: ProxyTarget[]) => list.filter((t) => t.state === 'running');
 
 function noMachine(): ApiError {
   return new ApiError('unavailable', 'The app has no running machine.');

@@ -95,6 +95,9 @@ export class ScriptedTargets implements ProxyTargets {
   touch(machineId: string): void {
     this.touched.push(machineId);
   }
+
+  /** Set to act as targets that keep lists (MachineTargets); unset, the picker never asks. */
+  forget?: (app: string) => void;
 }
 
 /** A target on 127.0.0.1. */

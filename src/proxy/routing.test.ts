@@ -140,6 +140,23 @@ describe('choosing a machine', () => {
     expect((await send(port, 'shop.pier.test')).text).toBe('moved');
   });
 
+  it('asks again when a machine of a kept list refuses, and tries the machines that are new', async () => {
+    const targets = new ScriptedTargets();
+    const m = await named('new');
+    const dead = target('gone', await deadPort());
+    targets.apps.set('shop', [dead]);
+    const forgotten: string[] = [];
+    targets.forget = (app) => {
+      forgotten.push(app);
+      targets.apps.set('shop', [dead, target('m2', m.port)]);
+    };
+    const { port } = await front(targets);
+    expect((await send(port, 'shop.pier.test')).text).toBe('new');
+    expect(forgotten).toEqual(['shop']);
+    // Tried once only: the fresh list's known machine is not asked a second time.
+    expect(targets.resolveCalls).toBe(2);
+  });
+
   it('answers 503 unavailable when the app has no machine', async () => {
     const targets = new ScriptedTargets();
     targets.apps.set('shop', []);

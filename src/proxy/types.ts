@@ -28,6 +28,11 @@ export interface ProxyTargets {
   wake(machineId: string): Promise<void>;
   /** A request reached the machine (idle detection; cheap, called per request). */
   touch(machineId: string): void;
+  /**
+   * A machine of the app did not take a connection: if `resolve` answers from a cache,
+   * the app's entry is dropped so the next `resolve` asks the store (optional).
+   */
+  forget?(app: string): void;
 }
 
 /** The part of a pino logger the proxy uses. */

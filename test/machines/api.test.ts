@@ -175,6 +175,13 @@ describe.skipIf(!root)('machines', () => {
     const woken = await viaProxy('/index.html');
     expect(woken.status).toBe(200);
     expect((await req('GET', `/v1/machines/${id}`)).body.observedState).toBe('running');
+    // The proxy keeps the app's machine list a moment, but a stop drops it at once: the
+    // next request finds no running machine (503), not the stopped one's address (502).
+    expect((await req('POST', `/v1/machines/${id}/stop`)).body.observedState).toBe('stopped');
+    const stopped = await viaProxy('/index.html');
+    expect(stopped.status, stopped.text).toBe(503);
+    expect((await req('POST', `/v1/machines/${id}/start`)).body.observedState).toBe('running');
+    expect((await viaProxy('/index.html')).status).toBe(200);
   });
 
   it('creates without waiting (202) and waits on the wait route', async () => {

@@ -343,9 +343,8 @@ export class LocalRuntime implements MachineRuntime {
   }
 
   async address(id: string, port: number): Promise<{ host: string; port: number } | undefined> {
-    assertMachineId(id);
-    const record = await this.records.get(id);
-    return record && { host: record.ip, port };
+    const ip = await this.records.ip(id);
+    return ip === undefined ? undefined : { host: ip, port };
   }
 
   async checkpoint(id: string, key: string): Promise<{ sizeBytes: number | null }> {

@@ -65,6 +65,12 @@ export class MachineRecords {
     return read && structuredClone(read);
   }
 
+  /** The address of `id`, or undefined: `get` without copying the record (asked per proxied request). */
+  async ip(id: string): Promise<string | undefined> {
+    assertMachineId(id);
+    return this.cache.get(id)?.ip ?? (await this.get(id))?.ip;
+  }
+
   private async read(id: string): Promise<MachineRecord | undefined> {
     const text = await readFile(this.file(id), 'utf8').catch((err: NodeJS.ErrnoException) => {
       if (err.code === 'ENOENT') return undefined;

@@ -25,6 +25,7 @@ import { meterRunning } from './metering.js';
 import { everyInterval } from '../ticker.js';
 import { configOf, findMachine, machinesQuery, toMachine, type MachineRow } from './records.js';
 import { TRANSITIONAL, type MachineState } from './states.js';
+import { machineTransition } from './state-events.js';
 
 type CheckpointRow = Selectable<MachineCheckpointsTable>;
 
@@ -271,6 +272,7 @@ export async function restoreCheckpoint(
   if (claimed.numUpdatedRows === 0n) {
     throw new ApiError('machine-busy', `Machine ${row.id}: another operation just began.`);
   }
+  machineTransition(ctx, row.id);
   const spec = await specOf(ctx, row);
   const fail = async (err: unknown): Promise<never> => {
     const code = err instanceof MachineStartError ? err.code : 'host-refused';

@@ -9,7 +9,7 @@ import { MachineStartError } from '../../runtime/runtime.js';
 import type { ServiceContext } from '../context.js';
 import { SUSPEND_MAX_MEMORY_MB } from '../../host/sleep-policy.js';
 import { specOf } from './machines.js';
-import { machineChanged } from './state-events.js';
+import { machineChanged, machineTransition } from './state-events.js';
 import { releaseVolumeLease, takeVolumeLease } from './volume-lease.js';
 import { meterRunning } from './metering.js';
 import { assertCreditOpen } from '../billing/blocking.js';
@@ -76,6 +76,7 @@ export async function machineAction(
   if (claimed.numUpdatedRows === 0n) {
     throw new ApiError('machine-busy', `Machine ${id}: another operation just began.`);
   }
+  machineTransition(ctx, id);
   await perform(ctx, row, effective);
   return toMachine(await findMachine(ctx.db, orgId, id));
 }

@@ -13,9 +13,28 @@ export function newMachineChanges(): EventEmitter {
 
 const emitterOf = (ctx: ServiceContext): EventEmitter => ctx.memory.machineChanges;
 
+/** The event every change is also told under, with the machine's id. */
+const ANY = Symbol('any machine');
+
 /** Says that machine `id`'s row changed. */
 export function machineChanged(ctx: ServiceContext, id: string): void {
-  emitterOf(ctx).emit(id);
+  const e = emitterOf(ctx);
+  e.emit(id);
+  e.emit(ANY, id);
+}
+
+/**
+ * Says that an operation on machine `id` began (its row is in a transition state now):
+ * heard by `onAnyMachineChange` listeners, so the proxy stops routing to a machine about
+ * to stop or freeze; not by waits and policies, as nothing they follow is final yet.
+ */
+export function machineTransition(ctx: ServiceContext, id: string): void {
+  emitterOf(ctx).emit(ANY, id);
+}
+
+/** Calls `fn(id)` on every change word of this process (the proxy's routing cache). */
+export function onAnyMachineChange(ctx: ServiceContext, fn: (id: string) => void): void {
+  emitterOf(ctx).on(ANY, fn);
 }
 
 /** Resolves when machine `id` changes, or after `ms` at the latest. */
