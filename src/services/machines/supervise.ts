@@ -12,6 +12,7 @@ import { meterRunning } from './metering.js';
 import { creditBlocked } from '../billing/blocking.js';
 import { configOf, machinesQuery, type MachineRow } from './records.js';
 import { everyInterval } from '../ticker.js';
+import { machineChanged } from './state-events.js';
 
 /** Whether a machine whose process exited with `code` restarts under its policy. */
 export function shouldRestart(row: MachineRow, code: number | null): boolean {
@@ -44,6 +45,8 @@ export async function superviseTick(ctx: ServiceContext): Promise<void> {
       .where('observed_state', '=', 'running')
       .executeTakeFirst();
     if (claimed.numUpdatedRows === 0n) continue;
+    // Waits and the proxy's kept machine lists hear of it at once, not at their next look.
+    machineChanged(ctx, row.id);
     if (!restart) {
       await ctx.db
         .updateTable('machines')
@@ -73,6 +76,7 @@ export async function superviseTick(ctx: ServiceContext): Promise<void> {
         }))
         .where('id', '=', row.id)
         .execute();
+      machineChanged(ctx, row.id);
       ctx.log.info({ machine: row.id, code }, 'machine restarted by its policy');
     } catch (err) {
       await ctx.db
@@ -84,6 +88,7 @@ export async function superviseTick(ctx: ServiceContext): Promise<void> {
         })
         .where('id', '=', row.id)
         .execute();
+      machineChanged(ctx, row.id);
     }
   }
 }

@@ -9,6 +9,7 @@ import { creditBlocked } from '../billing/blocking.js';
 import { endOrphanSessions } from './exec-sessions.js';
 import { specOf } from './machines.js';
 import { machinesQuery } from './records.js';
+import { machineChanged } from './state-events.js';
 
 export async function takeBackMachines(ctx: ServiceContext): Promise<void> {
   // Shell sessions lived in the pier that stopped: close them and kill what they left.
@@ -55,6 +56,8 @@ export async function takeBackMachines(ctx: ServiceContext): Promise<void> {
           .set({ observed_state: observed, updated_at: new Date() })
           .where('id', '=', row.id)
           .execute();
+        // Waits and the proxy's kept machine lists hear of it at once.
+        machineChanged(ctx, row.id);
       }
       ctx.log.info({ machine: row.id, observed }, 'machine taken back');
     } catch (err) {
