@@ -90,6 +90,52 @@ function fingerprintOf(chainPem: string): string {
   return createHash('sha256').update(chainPem, 'utf8').digest('hex');
 }
 
+/** What a check writes into its domain or zone row once its certificate is kept. */
+export type IssuedFields = {
+  status: 'cert_issued';
+  error: null;
+  cert_issued_at: Date;
+  cert_not_after: Date;
+  next_check_at: Date;
+};
+
+/**
+ * Keeps `cert` for `name` only if its owner (a domain or zone row) is still there: in one
+ * transaction, locks the owner, stores the certificate and hands `issued` the fields for
+ * the owner's row. An owner deleted meanwhile (alone, with its app, or a released zone)
+ * keeps nothing.
+ */
+export async function keepCertificateOfOwner(
+  ctx: ServiceContext,
+  owner: { table: 'edge_domains' | 'edge_zones'; id: string },
+  name: string,
+  cert: IssuedCertificate,
+  renewalAt: (issuedAt: Date, notAfter: Date) => Date,
+  issued: (fields: IssuedFields, tx: Executor) => Promise<unknown>,
+): Promise<void> {
+  const issuedAt = ctx.clock();
+  await ctx.db.transaction().execute(async (tx) => {
+    const still = await tx
+      .selectFrom(owner.table)
+      .select('id')
+      .where('id', '=', owner.id)
+      .forUpdate()
+      .executeTakeFirst();
+    if (!still) return;
+    await storeCertificate(ctx, tx, name, cert);
+    await issued(
+      {
+        status: 'cert_issued',
+        error: null,
+        cert_issued_at: issuedAt,
+        cert_not_after: cert.notAfter,
+        next_check_at: renewalAt(issuedAt, cert.notAfter),
+      },
+      tx,
+    );
+  });
+}
+
 /**
  * Stores the certificate of `name` (replacing the previous one) in the caller's
  * transaction, which holds the row the certificate belongs to: a certificate issued for

@@ -12,7 +12,7 @@ import { isWithin } from '../../edge/names.js';
 import type { ChallengeType } from '../../edge/acme.js';
 import type { Executor } from '../../store/db.js';
 import type { ServiceContext } from '../context.js';
-import { obtainCertificate, storeCertificate } from './certificates.js';
+import { keepCertificateOfOwner, obtainCertificate } from './certificates.js';
 import { domainRowById } from './domains.js';
 import { edgeChanged } from './hosts.js';
 import { edgeAddressOf, PROOF_PREFIX, type DomainRow } from './records.js';
@@ -126,28 +126,15 @@ export async function runDomainCheck(ctx: ServiceContext, domainId: string): Pro
       });
     } else {
       const cert = await obtainCertificate(ctx, [row.domain], singleNameChallenges(ctx));
-      const issuedAt = ctx.clock();
-      await ctx.db.transaction().execute(async (tx) => {
-        // Deleted meanwhile (alone or with its app): the certificate is not kept.
-        const still = await tx
-          .selectFrom('edge_domains')
-          .select('id')
-          .where('id', '=', domainId)
-          .forUpdate()
-          .executeTakeFirst();
-        if (!still) return;
-        await storeCertificate(ctx, tx, row.domain, cert);
-        await update(
-          {
-            status: 'cert_issued',
-            error: null,
-            cert_issued_at: issuedAt,
-            cert_not_after: cert.notAfter,
-            next_check_at: renewalAt(issuedAt, cert.notAfter),
-          },
-          tx,
-        );
-      });
+      // Deleted meanwhile (alone or with its app): the certificate is not kept.
+      await keepCertificateOfOwner(
+        ctx,
+        { table: 'edge_domains', id: domainId },
+        row.domain,
+        cert,
+        renewalAt,
+        update,
+      );
     }
   } catch (err) {
     ctx.log.warn({ err, domain: row.domain }, 'edge: certificate not issued');

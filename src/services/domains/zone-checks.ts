@@ -8,7 +8,7 @@
  */
 import type { Executor } from '../../store/db.js';
 import type { ServiceContext } from '../context.js';
-import { obtainCertificate, storeCertificate } from './certificates.js';
+import { keepCertificateOfOwner, obtainCertificate } from './certificates.js';
 import { dnsLookup, pointsAtEdge, renewalAt, retryDelayMs } from './checks.js';
 import { edgeChanged } from './hosts.js';
 import { ACME_PREFIX, acmeTarget, edgeAddressOf, type ZoneRow } from './records.js';
@@ -63,28 +63,15 @@ export async function runZoneCheck(ctx: ServiceContext, zoneId: string): Promise
     // The apex too (the wildcard does not cover it), for an app that takes it as a custom
     // domain; both DNS-01 answers are TXT values of `_acme-challenge.<zone>`.
     const cert = await obtainCertificate(ctx, [`*.${row.zone}`, row.zone], ['dns-01']);
-    const issuedAt = ctx.clock();
-    await ctx.db.transaction().execute(async (tx) => {
-      // Released meanwhile: the certificate is not kept.
-      const still = await tx
-        .selectFrom('edge_zones')
-        .select('id')
-        .where('id', '=', zoneId)
-        .forUpdate()
-        .executeTakeFirst();
-      if (!still) return;
-      await storeCertificate(ctx, tx, `*.${row.zone}`, cert);
-      await update(
-        {
-          status: 'cert_issued',
-          error: null,
-          cert_issued_at: issuedAt,
-          cert_not_after: cert.notAfter,
-          next_check_at: renewalAt(issuedAt, cert.notAfter),
-        },
-        tx,
-      );
-    });
+    // Released meanwhile: the certificate is not kept.
+    await keepCertificateOfOwner(
+      ctx,
+      { table: 'edge_zones', id: zoneId },
+      `*.${row.zone}`,
+      cert,
+      renewalAt,
+      update,
+    );
   } catch (err) {
     ctx.log.warn({ err, zone: row.zone }, 'edge: wildcard certificate not issued');
     await update({
