@@ -671,6 +671,8 @@ interface EdgeProgress {
   cert_not_after: NullableTimestamp;
   next_check_at: NullableTimestamp;
   created_at: CreatedAt;
+  /** Set when an unproven claim ended (lost to another org's proof, or expired; 0025). */
+  ended_at: NullableTimestamp;
 }
 
 export interface EdgeZonesTable extends EdgeProgress {

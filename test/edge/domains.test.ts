@@ -12,6 +12,7 @@ import https from 'node:https';
 import os from 'node:os';
 import path from 'node:path';
 import type { TLSSocket } from 'node:tls';
+import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { reloadEdgeTable } from '../../src/services/domains/hosts.js';
 import { announceEdgeChange, edgeMemory } from '../../src/services/domains/memory.js';
@@ -415,5 +416,77 @@ describe('custom domains', () => {
     expect((await call('DELETE', '/v1/apps/shop/domains/www.example.test')).status).toBe(204);
     expect((await call('DELETE', '/v1/apps/shop/domains/www.example.test')).status).toBe(404);
     await expect(httpsGet('www.example.test', await pebble.root())).rejects.toThrow();
+  });
+});
+
+describe('claims across organizations (issue 24)', () => {
+  const rivalCall = (method: string, p: string, body?: unknown) =>
+    call(method, p, body, other.token);
+
+  it('lets another org take a name this org only claimed: the first proof wins, the loser ends with the reason', async () => {
+    const mine = await call('POST', '/v1/apps/blog/domains', { domain: 'race.example.test' });
+    expect(mine.status).toBe(201);
+    // The claim without a proof holds nothing: another org adds the same name.
+    const theirs = await rivalCall('POST', '/v1/apps/rival/domains', {
+      domain: 'race.example.test',
+    });
+    expect(theirs.status, JSON.stringify(theirs.body)).toBe(201);
+    await dns.setTxt('_pier-challenge.race.example.test', theirs.body.dns.proof.value);
+    await rivalCall('POST', '/v1/apps/rival/domains/race.example.test/check');
+    await waitFor('rival', 'race.example.test', 'cert_issued', other.token);
+    const lost = await waitFor('blog', 'race.example.test', 'error');
+    expect(lost.error).toMatch(
+      /Another organization proved the domain 'race\.example\.test' first/,
+    );
+    expect(lost.verifiedAt).toBeUndefined();
+    // An ended claim is not checked again, even asked to.
+    const attempts = lost.attempts;
+    expect((await call('POST', '/v1/apps/blog/domains/race.example.test/check')).status).toBe(200);
+    await new Promise((r) => setTimeout(r, 1500));
+    expect(await waitFor('blog', 'race.example.test', 'error')).toMatchObject({ attempts });
+    // The proven name is the other org's: this org cannot add it again, nor can its
+    // ended claim's removal take the winner's certificate.
+    expect((await call('DELETE', '/v1/apps/blog/domains/race.example.test')).status).toBe(204);
+    const again = await call('POST', '/v1/apps/blog/domains', { domain: 'race.example.test' });
+    expect([again.status, again.body.code]).toEqual([409, 'conflict']);
+    expect((await httpsGet('race.example.test', await pebble.root())).status).toBe(503);
+    expect((await rivalCall('DELETE', '/v1/apps/rival/domains/race.example.test')).status).toBe(
+      204,
+    );
+  }, 120_000);
+
+  it('ends a claim left unproven for 7 days, and only then', async () => {
+    const { db } = tp.platform.ctx;
+    for (const domain of ['stale.example.test', 'fresh.example.test'])
+      expect((await call('POST', '/v1/apps/blog/domains', { domain })).status).toBe(201);
+    // Rows made that long ago (created_at is written once, by the database: raw SQL).
+    const backdate = (domain: string, age: string) =>
+      sql`UPDATE edge_domains SET created_at = now() - ${age}::interval WHERE domain = ${domain}`.execute(
+        db,
+      );
+    await backdate('stale.example.test', '7 days 1 minute');
+    await backdate('fresh.example.test', '6 days 23 hours');
+    // The sweep (every 5 s) ends it.
+    const ended = await waitFor('blog', 'stale.example.test', 'error');
+    expect(ended.error).toMatch(/Not proven within 7 days/);
+    const fresh = (await call('GET', '/v1/apps/blog/domains')).body.find(
+      (d: { domain: string }) => d.domain === 'fresh.example.test',
+    );
+    expect(fresh.status).toBe('pending_dns');
+    for (const domain of ['stale.example.test', 'fresh.example.test'])
+      expect((await call('DELETE', `/v1/apps/blog/domains/${domain}`)).status).toBe(204);
+  }, 60_000);
+
+  it('refuses public suffixes with 400, and accepts names below them', async () => {
+    for (const domain of ['co.uk', 'github.io', 'com', 'CO.UK.']) {
+      const res = await call('POST', '/v1/apps/blog/domains', { domain });
+      expect([res.status, res.body.code], domain).toEqual([400, 'bad-request']);
+      expect(res.body.issues[0]).toMatchObject({ path: 'domain' });
+      expect(res.body.issues[0].message).toMatch(/is a public suffix/);
+    }
+    for (const domain of ['foo.co.uk', 'me.github.io']) {
+      expect((await call('POST', '/v1/apps/blog/domains', { domain })).status, domain).toBe(201);
+      expect((await call('DELETE', `/v1/apps/blog/domains/${domain}`)).status).toBe(204);
+    }
   });
 });

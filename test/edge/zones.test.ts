@@ -11,6 +11,7 @@ import https from 'node:https';
 import os from 'node:os';
 import tls from 'node:tls';
 import path from 'node:path';
+import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestPlatform, type TestOrg, type TestPlatform } from '../helpers/platform.js';
 import {
@@ -305,5 +306,74 @@ describe('zones', () => {
     expect((await call('DELETE', '/v1/domains/zones/corp.test')).status).toBe(204);
     expect((await call('GET', '/v1/domains/zones/corp.test')).status).toBe(404);
     await expect(httpsGet('web.corp.test', await pebble.root())).rejects.toThrow();
+  });
+});
+
+describe('zone claims across organizations (issue 24)', () => {
+  const rivalCall = (method: string, p: string, body?: unknown) =>
+    call(method, p, body, other.token);
+
+  it('lets another org claim and prove a zone overlapping one only claimed here; the claims it rules out end', async () => {
+    // This org claims the zone, and a domain below it, and proves neither.
+    expect((await call('POST', '/v1/domains/zones', { zone: 'overlap.test' })).status).toBe(201);
+    const below = await call('POST', '/v1/apps/web/domains', { domain: 'www.sub.overlap.test' });
+    expect(below.status).toBe(201);
+    // Another org claims a zone inside it (unproven claims block nobody) and proves it.
+    const theirs = await rivalCall('POST', '/v1/domains/zones', { zone: 'sub.overlap.test' });
+    expect(theirs.status, JSON.stringify(theirs.body)).toBe(201);
+    await dns.setCname(
+      '_acme-challenge.sub.overlap.test',
+      `${theirs.body.acmeLabel}.acme.edge.pier.test`,
+    );
+    await rivalCall('POST', '/v1/domains/zones/sub.overlap.test/check');
+    let proven: any;
+    for (let i = 0; i < 150 && !proven?.verifiedAt; i++) {
+      await new Promise((r) => setTimeout(r, 200));
+      proven = (await rivalCall('GET', '/v1/domains/zones/sub.overlap.test')).body;
+    }
+    expect(proven.verifiedAt).toEqual(expect.any(String));
+    // This org's zone and domain end, with the reason.
+    const mine = await waitZone('overlap.test', 'error');
+    expect(mine.error).toMatch(/Another organization proved the zone 'sub\.overlap\.test' first/);
+    let domain: any;
+    for (let i = 0; i < 50 && domain?.status !== 'error'; i++) {
+      await new Promise((r) => setTimeout(r, 100));
+      domain = (await call('GET', '/v1/apps/web/domains')).body.find(
+        (d: { domain: string }) => d.domain === 'www.sub.overlap.test',
+      );
+    }
+    expect(domain.error).toMatch(/Another organization proved the zone 'sub\.overlap\.test'/);
+    // The proven zone holds: overlapping claims are refused now, above and below.
+    for (const zone of ['x.sub.overlap.test', 'sub.overlap.test']) {
+      const res = await call('POST', '/v1/domains/zones', { zone });
+      expect([res.status, res.body.code], zone).toEqual([409, 'conflict']);
+    }
+    const inside = await call('POST', '/v1/apps/api2/domains', { domain: 'a.sub.overlap.test' });
+    expect([inside.status, inside.body.code]).toEqual([409, 'conflict']);
+    expect((await call('DELETE', '/v1/apps/web/domains/www.sub.overlap.test')).status).toBe(204);
+    expect((await call('DELETE', '/v1/domains/zones/overlap.test')).status).toBe(204);
+    expect((await rivalCall('DELETE', '/v1/domains/zones/sub.overlap.test')).status).toBe(204);
+  }, 120_000);
+
+  it('ends a zone claim left unproven for 7 days', async () => {
+    expect((await call('POST', '/v1/domains/zones', { zone: 'stale.test' })).status).toBe(201);
+    await sql`UPDATE edge_zones SET created_at = now() - interval '7 days 1 minute' WHERE zone = 'stale.test'`.execute(
+      tp.platform.ctx.db,
+    );
+    const ended = await waitZone('stale.test', 'error');
+    expect(ended.error).toMatch(/Not proven within 7 days/);
+    expect((await call('DELETE', '/v1/domains/zones/stale.test')).status).toBe(204);
+  }, 60_000);
+
+  it('refuses public suffixes as zones with 400, and accepts zones below them', async () => {
+    for (const zone of ['co.uk', 'github.io', 'com']) {
+      const res = await call('POST', '/v1/domains/zones', { zone });
+      expect([res.status, res.body.code], zone).toEqual([400, 'bad-request']);
+      expect(res.body.issues[0].message).toMatch(/is a public suffix/);
+    }
+    for (const zone of ['foo.co.uk', 'me.github.io']) {
+      expect((await call('POST', '/v1/domains/zones', { zone })).status, zone).toBe(201);
+      expect((await call('DELETE', `/v1/domains/zones/${zone}`)).status).toBe(204);
+    }
   });
 });

@@ -4,7 +4,8 @@
  * a proven zone of the org needs no record of its own, and the zone's apex or a name one
  * label below it needs no certificate either once the zone has its own.
  * The outcome is written on the row (`status`, `error`), with the time of the next check:
- * a retry on a growing schedule after a failure, the renewal after an issuance.
+ * a retry on a growing schedule after a failure, the renewal after an issuance. The first
+ * proof goes through `proveClaim`: it loses to another organization's earlier proof.
  */
 import { isIP } from 'node:net';
 import { DnsLookup } from '../../edge/dns-lookup.js';
@@ -13,6 +14,7 @@ import type { ChallengeType } from '../../edge/acme.js';
 import type { Executor } from '../../store/db.js';
 import type { ServiceContext } from '../context.js';
 import { keepCertificateOfOwner, obtainCertificate } from './certificates.js';
+import { proveClaim } from './claims.js';
 import { domainRowById } from './domains.js';
 import { edgeChanged } from './hosts.js';
 import { edgeAddressOf, PROOF_PREFIX, type DomainRow } from './records.js';
@@ -80,7 +82,7 @@ async function coveringZone(ctx: ServiceContext, row: DomainRow) {
 
 export async function runDomainCheck(ctx: ServiceContext, domainId: string): Promise<void> {
   const row = await domainRowById(ctx.db, domainId);
-  if (!row) return;
+  if (!row || row.ended_at) return;
   const now = ctx.clock();
   const attempts = row.attempts + 1;
   const update = (values: Record<string, unknown>, ex: Executor = ctx.db) =>
@@ -88,6 +90,7 @@ export async function runDomainCheck(ctx: ServiceContext, domainId: string): Pro
       .updateTable('edge_domains')
       .set({ attempts, last_checked_at: now, ...values })
       .where('id', '=', domainId)
+      .where('ended_at', 'is', null)
       .execute();
   const zone = await coveringZone(ctx, row);
   const problem = zone
@@ -101,14 +104,20 @@ export async function runDomainCheck(ctx: ServiceContext, domainId: string): Pro
     });
     return;
   }
-  const verifiedAt = row.verified_at ?? now;
-  await update({
-    status: 'verified',
-    error: null,
-    verified_at: verifiedAt,
-    zone_id: zone?.id ?? null,
-    next_check_at: null,
-  });
+  const claim = { kind: 'domain' as const, id: domainId, orgId: row.org_id, name: row.domain };
+  const holds = await proveClaim(ctx.db, claim, (tx) =>
+    update(
+      {
+        status: 'verified',
+        error: null,
+        verified_at: row.verified_at ?? now,
+        zone_id: zone?.id ?? null,
+        next_check_at: null,
+      },
+      tx,
+    ),
+  );
+  if (!holds) return;
   await edgeChanged(ctx);
   // The zone's apex, or one label below it: the zone's certificate serves the name.
   const parent = row.domain.slice(row.domain.indexOf('.') + 1);

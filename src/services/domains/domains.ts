@@ -1,7 +1,8 @@
 /**
  * Custom domains of an app (spec 4.8): add (the answer names the DNS records to set),
  * list, check (a durable job, `checks.ts`), redirect, delete. A name is one org's: another
- * org's domain answers 404 to every route, and adding a name another org holds is 409.
+ * org's domain answers 404 to every route, and adding a name another org proved is 409
+ * (an unproven claim holds nothing: claims.ts).
  */
 import type { Domain } from '../../contracts/domains.js';
 import { canonicalHost, hostnameProblem, isWithin } from '../../edge/names.js';
@@ -14,6 +15,7 @@ import type { ServiceContext } from '../context.js';
 import { edgeChanged, reloadEdgeTable } from './hosts.js';
 import { edgeAddressOf, toDomain, type DomainRow } from './records.js';
 import { removeCertificates } from './certificates.js';
+import { lockClaims, provenConflict } from './claims.js';
 import { announceEdgeChange } from './memory.js';
 
 export const DOMAIN_CHECK_JOB = 'edge.domain-check';
@@ -77,22 +79,26 @@ export async function addDomain(
   checkNotPlatformName(ctx, domain);
   checkNotMailDomain(domain);
   const id = await ctx.db.transaction().execute(async (tx) => {
+    await lockClaims(tx);
     const taken = await tx
       .selectFrom('edge_domains')
-      .select(['org_id', 'app_id'])
+      .select('app_id')
+      .where('org_id', '=', orgId)
       .where('domain', '=', domain)
       .executeTakeFirst();
     if (taken?.app_id === app.id)
       throw new ApiError('already-exists', `'${domain}' is already a domain of this app.`);
     if (taken) throw new ApiError('conflict', `'${domain}' is already in use.`);
+    // Another organization's claim blocks the name only once proven (claims.ts).
+    const proven = await provenConflict(tx, { kind: 'domain', orgId, name: domain });
+    if (proven) throw new ApiError('conflict', proven);
     const zones = await tx
       .selectFrom('edge_zones')
-      .select(['id', 'zone', 'org_id', 'status'])
+      .select(['id', 'zone'])
+      .where('org_id', '=', orgId)
+      .where('status', 'in', ['verified', 'cert_issued'])
       .execute();
-    const covering = zones.filter((z) => isWithin(domain, z.zone));
-    if (covering.some((z) => z.org_id !== orgId))
-      throw new ApiError('conflict', `'${domain}' is in a zone another organization claimed.`);
-    const zone = covering.find((z) => z.status === 'verified' || z.status === 'cert_issued');
+    const zone = zones.find((z) => isWithin(domain, z.zone));
     const id = newId('dom');
     await tx
       .insertInto('edge_domains')
@@ -195,7 +201,7 @@ export async function deleteDomain(
 export async function removeDomains(tx: Executor, appId: string, domain?: string): Promise<void> {
   let deletion = tx.deleteFrom('edge_domains').where('app_id', '=', appId);
   if (domain !== undefined) deletion = deletion.where('domain', '=', domain);
-  const gone = await deletion.returning(['id', 'domain']).execute();
+  const gone = await deletion.returning(['id', 'domain', 'verified_at']).execute();
   if (gone.length === 0) return;
   const names = gone.map((d) => d.domain);
   await tx
@@ -204,7 +210,11 @@ export async function removeDomains(tx: Executor, appId: string, domain?: string
     .where('app_id', '=', appId)
     .where('redirect_to', 'in', names)
     .execute();
-  await removeCertificates(tx, names);
+  // Only a proven claim's: an unproven one shares its name with another org's certificate.
+  await removeCertificates(
+    tx,
+    gone.filter((d) => d.verified_at !== null).map((d) => d.domain),
+  );
   await tx
     .deleteFrom('jobs')
     .where('kind', '=', DOMAIN_CHECK_JOB)

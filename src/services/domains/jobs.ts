@@ -1,6 +1,7 @@
 /**
  * Durable jobs of the edge, and the sweep that queues them when a row's `next_check_at`
- * has come (retries after a failure, renewals before expiry). One job per row at a time
+ * has come (retries after a failure, renewals before expiry); it also ends the claims
+ * left unproven for UNPROVEN_CLAIM_MS (claims.ts). One job per row at a time
  * (the row's id is the dedupe key); a crash mid-check leaves the job to another worker.
  */
 import { z } from 'zod';
@@ -10,6 +11,7 @@ import { enqueue } from '../../jobs/queue.js';
 import { everyInterval } from '../ticker.js';
 import type { ServiceContext } from '../context.js';
 import { runDomainCheck } from './checks.js';
+import { endExpiredClaims } from './claims.js';
 import { DOMAIN_CHECK_JOB } from './domains.js';
 import { runZoneCheck } from './zone-checks.js';
 import { ZONE_CHECK_JOB } from './zones.js';
@@ -39,9 +41,10 @@ export function edgeJobs(get: () => ServiceContext) {
   ];
 }
 
-/** Queues the checks whose time has come. */
+/** Ends the claims unproven for too long, and queues the checks whose time has come. */
 export async function sweepEdgeChecks(ctx: ServiceContext): Promise<void> {
   await ctx.db.transaction().execute(async (tx) => {
+    await endExpiredClaims(tx);
     const due = await tx
       .updateTable('edge_domains')
       .set({ next_check_at: null })

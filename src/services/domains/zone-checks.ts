@@ -4,11 +4,13 @@
  * through the configured resolver; then the wildcard certificate `*.<zone>` (naming the
  * apex `<zone>` too) through DNS-01, answered by pier's own DNS (edge/acme-dns.ts).
  * Status machine: pending_dns → verified → cert_issued | error; the next check is written
- * on the row.
+ * on the row. The first proof goes through `proveClaim` (claims.ts): another
+ * organization's earlier proof of an overlapping name ends the claim instead.
  */
 import type { Executor } from '../../store/db.js';
 import type { ServiceContext } from '../context.js';
 import { keepCertificateOfOwner, obtainCertificate } from './certificates.js';
+import { proveClaim } from './claims.js';
 import { dnsLookup, pointsAtEdge, renewalAt, retryDelayMs } from './checks.js';
 import { edgeChanged } from './hosts.js';
 import { ACME_PREFIX, acmeTarget, edgeAddressOf, type ZoneRow } from './records.js';
@@ -32,7 +34,7 @@ export async function runZoneCheck(ctx: ServiceContext, zoneId: string): Promise
     .selectAll()
     .where('id', '=', zoneId)
     .executeTakeFirst();
-  if (!row) return;
+  if (!row || row.ended_at) return;
   const now = ctx.clock();
   const attempts = row.attempts + 1;
   const update = (values: Record<string, unknown>, ex: Executor = ctx.db) =>
@@ -40,6 +42,7 @@ export async function runZoneCheck(ctx: ServiceContext, zoneId: string): Promise
       .updateTable('edge_zones')
       .set({ attempts, last_checked_at: now, ...values })
       .where('id', '=', zoneId)
+      .where('ended_at', 'is', null)
       .execute();
   const problem = await zoneDnsProblem(ctx, row).catch(
     (err: Error) => `DNS lookup failed: ${err.message}`,
@@ -52,12 +55,14 @@ export async function runZoneCheck(ctx: ServiceContext, zoneId: string): Promise
     });
     return;
   }
-  await update({
-    status: 'verified',
-    error: null,
-    verified_at: row.verified_at ?? now,
-    next_check_at: null,
-  });
+  const claim = { kind: 'zone' as const, id: zoneId, orgId: row.org_id, name: row.zone };
+  const holds = await proveClaim(ctx.db, claim, (tx) =>
+    update(
+      { status: 'verified', error: null, verified_at: row.verified_at ?? now, next_check_at: null },
+      tx,
+    ),
+  );
+  if (!holds) return;
   await edgeChanged(ctx);
   try {
     // The apex too (the wildcard does not cover it), for an app that takes it as a custom

@@ -6,11 +6,12 @@
  */
 import type { Zone } from '../../contracts/zones.js';
 import { newId, randomBase62 } from '../../crypto/tokens.js';
-import { canonicalHost, hostnameProblem, isWithin } from '../../edge/names.js';
+import { canonicalHost, hostnameProblem } from '../../edge/names.js';
 import { ApiError, badRequest, notFound } from '../../errors/api-error.js';
 import { enqueue } from '../../jobs/queue.js';
 import type { ServiceContext } from '../context.js';
 import { removeCertificates } from './certificates.js';
+import { lockClaims, provenConflict } from './claims.js';
 import { checkNotPlatformName } from './domains.js';
 import { reloadEdgeTable } from './hosts.js';
 import { announceEdgeChange } from './memory.js';
@@ -48,22 +49,19 @@ export async function claimZone(
   requireZones(ctx);
   checkNotPlatformName(ctx, zone);
   const result = await ctx.db.transaction().execute(async (tx) => {
-    const existing = await tx.selectFrom('edge_zones').selectAll().execute();
-    const same = existing.find((z) => z.zone === zone);
-    if (same?.org_id === orgId) return { created: false, row: same };
-    // A zone overlapping another org's (same, above or below) would let one org answer
-    // for names the other proved.
-    if (
-      existing.some((z) => z.org_id !== orgId && (isWithin(zone, z.zone) || isWithin(z.zone, zone)))
-    )
-      throw new ApiError('conflict', `'${zone}' overlaps a zone another organization claimed.`);
-    const takenDomain = await tx
-      .selectFrom('edge_domains')
-      .select('domain')
-      .where('org_id', '<>', orgId)
-      .execute();
-    if (takenDomain.some((d) => isWithin(d.domain, zone)))
-      throw new ApiError('conflict', `Names below '${zone}' belong to another organization.`);
+    await lockClaims(tx);
+    const same = await tx
+      .selectFrom('edge_zones')
+      .selectAll()
+      .where('org_id', '=', orgId)
+      .where('zone', '=', zone)
+      .executeTakeFirst();
+    if (same) return { created: false, row: same };
+    // A zone overlapping another org's proven zone (same, above or below), or above its
+    // proven domains, would let one org answer for names the other proved. Unproven
+    // claims block nothing (claims.ts).
+    const proven = await provenConflict(tx, { kind: 'zone', orgId, name: zone });
+    if (proven) throw new ApiError('conflict', proven);
     const row = await tx
       .insertInto('edge_zones')
       .values({ id: newId('zon'), org_id: orgId, zone, acme_label: randomBase62(20).toLowerCase() })
@@ -113,7 +111,8 @@ export async function releaseZone(ctx: ServiceContext, orgId: string, zone: stri
     );
   await ctx.db.transaction().execute(async (tx) => {
     await tx.deleteFrom('edge_zones').where('id', '=', row.id).execute();
-    await removeCertificates(tx, [`*.${row.zone}`]);
+    // Only a proven zone's: an unproven one shares its name with another org's certificate.
+    if (row.verified_at) await removeCertificates(tx, [`*.${row.zone}`]);
     await announceEdgeChange(tx);
   });
   await reloadEdgeTable(ctx);
