@@ -113,6 +113,12 @@ export interface DatabaseEngine {
   /** Takes a base backup of `inst` into its archive (postgres; redis: a no-op). */
   baseBackup(env: EngineEnv, inst: InstanceSpec): Promise<void>;
 
+  /**
+   * Makes the role read-only SQL runs as on the running primary `inst`, with its login
+   * (postgres: for databases made before the role existed; redis: a no-op, it runs no SQL).
+   */
+  prepareSqlReader(env: EngineEnv, inst: InstanceSpec): Promise<void>;
+
   /** What moments `archive` can restore. */
   archiveRange(env: EngineEnv, archive: ArchiveRef): Promise<ArchiveRange>;
 

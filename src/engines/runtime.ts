@@ -141,6 +141,12 @@ export interface DatabaseRuntime {
   baseBackup(databaseId: string, kind: DatabaseKind, inst: InstanceSpec): Promise<void>;
 
   /**
+   * Makes the role read-only SQL runs as on `inst`, the primary of `databaseId` (kept awake
+   * meanwhile), for databases made before it existed (DatabaseEngine.prepareSqlReader).
+   */
+  prepareSqlReader(databaseId: string, kind: DatabaseKind, inst: InstanceSpec): Promise<void>;
+
+  /**
    * Finds the servers of a database after pier (or the host) restarted, starting those
    * that died unless the database was `stopped`. Resolves with the power it is in now.
    */

@@ -4,14 +4,21 @@
  * limits), another organization's database, key kinds, body validation, timeout and
  * truncation.
  */
+import { readFile, writeFile } from 'node:fs/promises';
+import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SQL_LIMITS } from '../../src/services/databases/sql.js';
 import { startTestPlatform, type TestOrg, type TestPlatform } from '../helpers/platform.js';
-import { createDatabase, waitFor } from './helpers.js';
+import { SQL_READER_ROLE } from '../../src/engines/postgres/settings.js';
+import { layoutOf } from '../../src/engines/postgres/layout.js';
+import { withClient } from '../../src/engines/postgres/sql.js';
+import { instancesOf } from '../../src/services/databases/records.js';
+import { createDatabase, pgClient, platformCa, storagePool, waitFor } from './helpers.js';
 
 let tp: TestPlatform;
 let org: TestOrg;
 let other: TestOrg;
+let dbUrl: string;
 
 const sql = (name: string, body: unknown, token = org.token) =>
   tp.request('POST', `/v1/resources/${name}/sql`, { token, body });
@@ -29,7 +36,7 @@ beforeAll(async () => {
   tp = await startTestPlatform();
   org = await tp.createOrg();
   other = await tp.createOrg();
-  await createDatabase(tp, org, { name: 'sql-db', kind: 'postgres', memoryMb: 256 });
+  dbUrl = (await createDatabase(tp, org, { name: 'sql-db', kind: 'postgres', memoryMb: 256 })).url;
   await createDatabase(tp, other, { name: 'sql-theirs', kind: 'postgres', memoryMb: 256 });
   for (const name of ['sql-web', 'sql-api']) {
     expect(
@@ -231,6 +238,90 @@ describe('who may run SQL', () => {
     const write = await sql('sql-db', { sql: 'DELETE FROM items', readOnly: false }, reader.token);
     expect(write.status).toBe(409);
     expect(write.body.code).toBe('read-only-transaction');
+  });
+
+  it('runs read-only SQL as a role that may read and nothing else: the app’s sessions survive', async () => {
+    const app = pgClient(dbUrl, await platformCa(tp));
+    app.on('error', () => undefined);
+    await app.connect();
+    try {
+      const { pid } = (await app.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!;
+      const prod = await token({ agent: { class: 'production', prodDataRead: true } });
+      for (const [who, body, t] of [
+        ['a full key asking readOnly', { readOnly: true }, org.token],
+        ['a production agent', {}, prod.token],
+      ] as const) {
+        const kill = await sql(
+          'sql-db',
+          { sql: 'SELECT pg_terminate_backend($1)', params: [pid], ...body },
+          t,
+        );
+        expect([kill.status, kill.body.code, kill.body.sqlstate], who).toEqual([
+          422,
+          'sql-error',
+          '42501',
+        ]);
+        // The app's session is alive.
+        expect((await app.query('SELECT 1 AS one')).rows, who).toEqual([{ one: 1 }]);
+        const me = await sql(
+          'sql-db',
+          {
+            sql: "SELECT current_user, pg_has_role('pg_signal_backend', 'member'), pg_has_role('app', 'member'), (SELECT count(*) FROM items)",
+            ...body,
+          },
+          t,
+        );
+        expect(me.body.rows, who).toEqual([[SQL_READER_ROLE, 'f', 'f', expect.any(String)]]);
+        for (const write of ['INSERT INTO items (id) VALUES (99)', 'CREATE TABLE nope (x int)']) {
+          const res = await sql('sql-db', { sql: write, ...body }, t);
+          expect([res.status, res.body.code], `${who}: ${write}`).toEqual([
+            409,
+            'read-only-transaction',
+          ]);
+        }
+        // Becoming the owner from inside the statement is refused too.
+        const become = await sql(
+          'sql-db',
+          { sql: "SELECT set_config('role', 'app', false)", ...body },
+          t,
+        );
+        expect([become.status, become.body.sqlstate], who).toEqual([422, '42501']);
+      }
+      // A run that may write stays the owner's, as before.
+      const owner = await sql('sql-db', { sql: 'SELECT current_user' });
+      expect(owner.body.rows).toEqual([['app']]);
+    } finally {
+      await app.end();
+    }
+  });
+
+  it('makes the reader role on a database made before it, at its first read-only run', async () => {
+    // As a database of an older pier: no reader role, and no pg_hba line for it.
+    const { ctx } = tp.platform;
+    const row = await ctx.db
+      .selectFrom('databases')
+      .selectAll()
+      .where('name', '=', 'sql-db')
+      .executeTakeFirstOrThrow();
+    const primary = (await instancesOf(ctx.db, row.id)).find((i) => i.role === 'primary')!;
+    const layout = layoutOf((await (await storagePool(tp)).info(primary.volume))!.path);
+    const hba = path.join(layout.pgdata, 'pg_hba.conf');
+    const text = await readFile(hba, 'utf8');
+    await writeFile(
+      hba,
+      text
+        .split('\n')
+        .filter((l) => !l.includes(SQL_READER_ROLE))
+        .join('\n'),
+    );
+    await withClient(layout, primary.internal_port, async (c) => {
+      await c.query('SELECT pg_reload_conf()');
+      await c.query(`DROP ROLE ${SQL_READER_ROLE}`);
+    });
+    const read = await sql('sql-db', { sql: 'SELECT current_user', readOnly: true });
+    expect(read.status, JSON.stringify(read.body)).toBe(200);
+    expect(read.body.rows).toEqual([[SQL_READER_ROLE]]);
+    expect(await readFile(hba, 'utf8')).toContain(SQL_READER_ROLE);
   });
 
   it('lets a sandbox token write', async () => {

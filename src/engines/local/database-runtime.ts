@@ -279,6 +279,11 @@ export class LocalDatabaseRuntime implements DatabaseRuntime {
     await this.withAwake(databaseId, () => this.engine(kind).baseBackup(env, inst));
   }
 
+  async prepareSqlReader(databaseId: string, kind: DatabaseKind, inst: InstanceSpec) {
+    const env = await this.envFor(inst);
+    await this.withAwake(databaseId, () => this.engine(kind).prepareSqlReader(env, inst));
+  }
+
   async takeBack(
     _databaseId: string,
     kind: DatabaseKind,

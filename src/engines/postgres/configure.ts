@@ -113,12 +113,17 @@ export async function writeServerFiles(
     await writeOwned(env.user, conf, `${text.replace(/\n?$/, '\n')}${INCLUDE}\n`);
   }
   await writeOwned(env.user, path.join(layout.pgdata, 'pier.conf'), settings);
-  await writeOwned(env.user, path.join(layout.pgdata, 'pg_hba.conf'), renderHba());
+  await writeHba(env, layout);
   await writeOwned(
     env.user,
     path.join(layout.pgdata, 'postgresql.auto.conf'),
     '# Not used: pier writes pier.conf instead (ALTER SYSTEM is for superusers only).\n',
   );
+}
+
+/** pg_hba.conf as pier writes it (settings.ts); a running server reads it on reload. */
+export async function writeHba(env: EngineEnv, layout: Layout): Promise<void> {
+  await writeOwned(env.user, path.join(layout.pgdata, 'pg_hba.conf'), renderHba());
 }
 
 /** Copies the platform's certificate, key and CA into the data directory (0600, service user). */

@@ -16,7 +16,7 @@ import type {
 import { EngineError } from '../engine.js';
 import { flush, prune, range, takeBaseBackup } from './archive.js';
 import { branchInstance } from './branch.js';
-import { discardVolume, startInstance } from './instance.js';
+import { discardVolume, prepareSqlReader, startInstance } from './instance.js';
 import { expectedLayout, layoutOf, removeOutsideSocketDir } from './layout.js';
 import { livePostmaster } from './postmaster.js';
 import { halt } from './process.js';
@@ -101,6 +101,10 @@ export class PostgresEngine implements ReplicatingEngine {
     return this.guard([inst.volume], async () => {
       await takeBaseBackup(env, inst, this.binDir);
     });
+  }
+
+  prepareSqlReader(env: EngineEnv, inst: InstanceSpec): Promise<void> {
+    return this.guard([inst.volume], () => prepareSqlReader(env, inst));
   }
 
   archiveRange(env: EngineEnv, archive: ArchiveRef): Promise<ArchiveRange> {

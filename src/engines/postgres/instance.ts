@@ -9,13 +9,13 @@ import { handOverIfForeign } from '../../host/tree-owner.js';
 import type { EngineEnv, InstanceSpec } from '../engine.js';
 import { EngineError } from '../engine.js';
 import { binariesFor, type PgBinaries } from './binaries.js';
-import { configure, readRole, type Role } from './configure.js';
+import { configure, readRole, writeHba, type Role } from './configure.js';
 import { run } from './exec.js';
 import { writeOwned } from './files.js';
 import { layoutOf, layoutOfVolume, removeOutsideSocketDir, type Layout } from './layout.js';
 import { livePostmaster } from './postmaster.js';
 import { halt, launch } from './process.js';
-import { setAppPassword } from './sql.js';
+import { setAppPassword, setSqlReader, withClient } from './sql.js';
 
 const GiB = 1024 ** 3;
 
@@ -136,6 +136,17 @@ export async function bringUpPrimary(
   const role = opts.role ?? (recorded.kind === 'primary' ? recorded : { kind: 'primary' });
   await bringUp(env, inst, layout, role, { binDir: opts.binDir });
   await setAppPassword(layout, inst.internalPort, inst.password);
+}
+
+/**
+ * The SQL reader of a running primary made before it existed: pg_hba.conf as pier writes
+ * it now (with the reader's login), reloaded, and the role itself.
+ */
+export async function prepareSqlReader(env: EngineEnv, inst: InstanceSpec): Promise<void> {
+  const layout = await existingLayout(env, inst);
+  await writeHba(env, layout);
+  await withClient(layout, inst.internalPort, (c) => c.query('SELECT pg_reload_conf()'));
+  await setSqlReader(layout, inst.internalPort, inst.password);
 }
 
 /** The layout of an existing, complete instance volume. */

@@ -129,6 +129,8 @@ describe('postgres settings', () => {
     const hba = renderHba();
     expect(hba).toMatch(/^local\s+all\s+all\s+trust$/m);
     expect(hba).toMatch(/^hostssl\s+all\s+app\s+127\.0\.0\.1\/32\s+scram-sha-256$/m);
+    // The SQL reader: its login to database app only, over TLS with SCRAM.
+    expect(hba).toMatch(/^hostssl\s+app\s+pier_sql_reader\s+127\.0\.0\.1\/32\s+scram-sha-256$/m);
     expect(hba).toMatch(/^host\s+all\s+all\s+all\s+reject$/m);
     expect(hba).not.toMatch(/^host(ssl)?\s+\S+\s+(all|pier)\s+\S+\s+trust/m);
   });

@@ -8,6 +8,13 @@
 export const SUPERUSER = 'pier';
 /** The customer's role. */
 export const APP_ROLE = 'app';
+/**
+ * The role pier's read-only SQL runs as (`POST /v1/resources/:name/sql` read-only, the
+ * MCP tool of production agents): it may read every table and nothing else, so a
+ * statement cannot end other sessions (pg_terminate_backend needs the session's role or
+ * pg_signal_backend) nor create anything. Its login is the database `app` over TLS only.
+ */
+export const SQL_READER_ROLE = 'pier_sql_reader';
 
 /** Everything pier.conf depends on. */
 /** How long written WAL may wait for the archive when the database sets no flushIntervalS. */
@@ -195,6 +202,7 @@ export function renderHba(): string {
     'local   all          all                 trust',
     'local   replication  all                 trust',
     `hostssl all          ${APP_ROLE}   127.0.0.1/32  scram-sha-256`,
+    `hostssl ${APP_ROLE}          ${SQL_READER_ROLE}   127.0.0.1/32  scram-sha-256`,
     'host    all          all   all           reject',
     'host    replication  all   all           reject',
     '',

@@ -6,7 +6,7 @@ import { createHash, createHmac, pbkdf2, randomBytes } from 'node:crypto';
 import { promisify } from 'node:util';
 import pg from 'pg';
 import type { Layout } from './layout.js';
-import { APP_ROLE, SUPERUSER } from './settings.js';
+import { APP_ROLE, SQL_READER_ROLE, SUPERUSER } from './settings.js';
 
 const derive = promisify(pbkdf2);
 
@@ -63,5 +63,53 @@ export async function setAppPassword(layout: Layout, port: number, password: str
   await withClient(layout, port, async (c) => {
     // ALTER ROLE takes no bind parameters; the literal is escaped (and a verifier is base64).
     await c.query(`ALTER ROLE ${APP_ROLE} PASSWORD ${literal(secret)}`);
+  });
+  await setSqlReader(layout, port, password);
+}
+
+/**
+ * The SQL reader's password: derived from the customer's, so the platform needs to keep
+ * no second secret, and it follows the customer's password when that changes. Knowing it
+ * gives nothing the customer's password does not already give.
+ */
+export function sqlReaderPassword(appPassword: string): string {
+  return createHmac('sha256', appPassword).update('pier sql reader').digest('base64url');
+}
+
+/**
+ * Makes the SQL reader role (settings.ts) with its password and read rights: the role
+ * pg_read_all_data from PostgreSQL 14, before it SELECT on the tables of schema public
+ * (those to come too). Never the owner of anything, never pg_signal_backend, no CREATE.
+ */
+export async function setSqlReader(layout: Layout, port: number, appPassword: string) {
+  const verifier = await scramVerifier(sqlReaderPassword(appPassword));
+  await withClient(layout, port, async (c) => {
+    const exists = await c.query('SELECT 1 FROM pg_roles WHERE rolname = $1', [SQL_READER_ROLE]);
+    if (exists.rowCount === 0)
+      await c.query(`CREATE ROLE ${SQL_READER_ROLE}`).catch((err: { code?: string }) => {
+        if (err.code !== '42710') throw err; // made meanwhile by another caller
+      });
+    await c.query(
+      `ALTER ROLE ${SQL_READER_ROLE} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS PASSWORD ${literal(verifier)}`,
+    );
+    const { rows } = await c.query<{ v: number }>(
+      "SELECT current_setting('server_version_num')::int AS v",
+    );
+    if (rows[0]!.v >= 140000) {
+      await c.query(`GRANT pg_read_all_data TO ${SQL_READER_ROLE}`);
+      return;
+    }
+    await withClient(
+      layout,
+      port,
+      async (app) => {
+        await app.query(`GRANT USAGE ON SCHEMA public TO ${SQL_READER_ROLE}`);
+        await app.query(`GRANT SELECT ON ALL TABLES IN SCHEMA public TO ${SQL_READER_ROLE}`);
+        await app.query(
+          `ALTER DEFAULT PRIVILEGES FOR ROLE ${APP_ROLE} IN SCHEMA public GRANT SELECT ON TABLES TO ${SQL_READER_ROLE}`,
+        );
+      },
+      APP_ROLE,
+    );
   });
 }

@@ -93,6 +93,9 @@ export class RedisEngine implements DatabaseEngine {
     });
   }
 
+  /** Redis runs no SQL: nothing to prepare. */
+  async prepareSqlReader(): Promise<void> {}
+
   async flushArchive(env: EngineEnv, inst: InstanceSpec): Promise<void> {
     const paths = await this.vols.find(env.pool, inst.volume);
     if (!paths) return;

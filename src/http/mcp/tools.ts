@@ -212,7 +212,7 @@ export const TOOLS: ToolRoute[] = [
   {
     name: 'database_sql',
     description:
-      'Run one SQL statement on a PostgreSQL database as its role app; answers columns, rows (values as text), rowCount and truncated. A production-class agent token always runs read-only and needs prodDataRead.',
+      'Run one SQL statement on a PostgreSQL database as its role app (read-only: as a role that may only read); answers columns, rows (values as text), rowCount and truncated. A production-class agent token always runs read-only and needs prodDataRead.',
     route: 'POST /v1/resources/:name/sql',
     params: { name: 'database' },
     input: z.object({

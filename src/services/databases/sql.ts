@@ -1,6 +1,7 @@
 /**
  * One SQL statement on a managed PostgreSQL database (`POST /v1/resources/:name/sql`).
- * It runs as the database's own role `app` (what its URL gives a person) over the same
+ * A statement runs as the database's own role `app` (what its URL gives a person), a
+ * read-only one as the SQL reader (a role that can read and nothing else), over the same
  * path a client takes: the database's front, which wakes a suspended or stopped database
  * on connect, and TLS verified against the platform CA. One connection per statement,
  * closed after it: no session state outlives the call.
@@ -15,7 +16,15 @@ import { ApiError } from '../../errors/api-error.js';
 import { SQL_BOUNDS, type SqlBody, type SqlResult } from '../../contracts/database-sql.js';
 import type { Executor } from '../../store/db.js';
 import type { ServiceContext } from '../context.js';
-import { findDatabase, passwordOf } from './records.js';
+import { SQL_READER_ROLE } from '../../engines/postgres/settings.js';
+import { sqlReaderPassword } from '../../engines/postgres/sql.js';
+import {
+  findDatabase,
+  instanceSpec,
+  instancesOf,
+  passwordOf,
+  type DatabaseRow,
+} from './records.js';
 import { frontHostOf } from './tunnels.js';
 
 /** Limits of the runner; a test may lower them (the object is read at each use). */
@@ -25,6 +34,9 @@ export const SQL_LIMITS = {
   /** Connecting, including waking the database through its front. */
   connectTimeoutMs: 30_000,
 };
+
+/** Login refused: no such role or no pg_hba line for it (28000), wrong password (28P01). */
+const LOGIN_REFUSED_SQLSTATES = new Set(['28000', '28P01']);
 
 /** SQLSTATEs with their own code: read-only write, statement timeout (query_canceled). */
 const READ_ONLY_SQLSTATE = '25006';
@@ -69,30 +81,19 @@ export async function runSql(
     throw new ApiError('not-ready', `Database '${name}' is ${row.state}: it runs no SQL now.`);
   }
   const timeoutMs = body.timeoutMs ?? SQL_BOUNDS.defaultTimeoutMs;
-  const client = new pg.Client({
-    host: frontHostOf(row.host),
-    port: row.port,
-    user: 'app',
-    password: passwordOf(ctx.box, row),
-    database: 'app',
-    ssl: { ca: await ctx.databases.caCertificate(), servername: 'localhost' },
-    application_name: 'pier-sql',
-    connectionTimeoutMillis: SQL_LIMITS.connectTimeoutMs,
-    // The server's own timeout (pg's client-side query_timeout would swallow the
-    // statement's events: it replaces the query's callback).
-    statement_timeout: timeoutMs,
-    ...(readOnly ? { options: '-c default_transaction_read_only=on' } : {}),
-    types: TEXT_TYPES,
-  });
-  // An error after connect (the server going away) must not become an uncaught exception.
-  client.on('error', () => undefined);
+  let client: pg.Client;
   try {
-    await client.connect();
+    client = await connect(ctx, row, readOnly, timeoutMs);
   } catch (err) {
-    throw new ApiError(
-      'upstream-failed',
-      `Database '${name}' did not accept a connection: ${(err as Error).message}`,
-    );
+    // A database made before the reader role: made now, then the login is tried again.
+    if (!readOnly || !LOGIN_REFUSED_SQLSTATES.has((err as pg.DatabaseError).code ?? ''))
+      throw unreachable(name, err);
+    await prepareReader(ctx, row).catch((failed: unknown) => {
+      throw failed instanceof ApiError ? failed : unreachable(name, failed);
+    });
+    client = await connect(ctx, row, readOnly, timeoutMs).catch((again: unknown) => {
+      throw unreachable(name, again);
+    });
   }
   try {
     if (readOnly) await client.query('BEGIN READ ONLY');
@@ -108,6 +109,59 @@ export async function runSql(
   } finally {
     await client.end().catch(() => undefined);
   }
+}
+
+/**
+ * A connection for one statement: as `app`, or for a read-only run as the SQL reader,
+ * which can read every table and do nothing else (settings.ts SQL_READER_ROLE): inside
+ * `BEGIN READ ONLY` the owner could still end other sessions of its own role.
+ */
+async function connect(
+  ctx: ServiceContext,
+  row: DatabaseRow,
+  readOnly: boolean,
+  timeoutMs: number,
+): Promise<pg.Client> {
+  const password = passwordOf(ctx.box, row);
+  const client = new pg.Client({
+    host: frontHostOf(row.host),
+    port: row.port,
+    user: readOnly ? SQL_READER_ROLE : 'app',
+    password: readOnly ? sqlReaderPassword(password) : password,
+    database: 'app',
+    ssl: { ca: await ctx.databases.caCertificate(), servername: 'localhost' },
+    application_name: 'pier-sql',
+    connectionTimeoutMillis: SQL_LIMITS.connectTimeoutMs,
+    // The server's own timeout (pg's client-side query_timeout would swallow the
+    // statement's events: it replaces the query's callback).
+    statement_timeout: timeoutMs,
+    ...(readOnly ? { options: '-c default_transaction_read_only=on' } : {}),
+    types: TEXT_TYPES,
+  });
+  // An error after connect (the server going away) must not become an uncaught exception.
+  client.on('error', () => undefined);
+  try {
+    await client.connect();
+    return client;
+  } catch (err) {
+    await client.end().catch(() => undefined);
+    throw err;
+  }
+}
+
+/** Makes the SQL reader on the database's primary (databases older than the role). */
+async function prepareReader(ctx: ServiceContext, row: DatabaseRow): Promise<void> {
+  const primary = (await instancesOf(ctx.db, row.id)).find((i) => i.role === 'primary');
+  if (!primary) throw new ApiError('not-ready', `Database '${row.name}' has no server now.`);
+  const spec = await instanceSpec(ctx.db, ctx.box, row, primary);
+  await ctx.databases.prepareSqlReader(row.id, row.kind, spec);
+}
+
+function unreachable(name: string, err: unknown): ApiError {
+  return new ApiError(
+    'upstream-failed',
+    `Database '${name}' did not accept a connection: ${(err as Error).message}`,
+  );
 }
 
 interface Raw extends Omit<SqlResult, 'columns' | 'readOnly'> {
