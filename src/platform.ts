@@ -13,7 +13,7 @@ import { servicesUrl, splitListen, urlHost, type Config } from './config.js';
 import { platformCa } from './crypto/ca.js';
 import { SecretBox, loadMasterKey } from './crypto/secret-box.js';
 import { buildApp } from './http/app.js';
-import { startServicesListener } from './http/services-listener.js';
+import { startServicesListener, type ServicesListener } from './http/services-listener.js';
 import { redactingLogger } from './http/plugins/redact.js';
 import type { AppDeps } from './http/deps.js';
 import { JobCatalogue, type JobDefinition } from './jobs/catalogue.js';
@@ -154,7 +154,7 @@ export async function startPlatform(config: Config, opts: PlatformOptions = {}):
     // every name clients dial (public host, services host), and the copy machines get.
     const tls = await platformCa(config);
     // Filled in below; jobs only run once the worker starts, after it is set.
-    const late: { ctx?: ServiceContext } = {};
+    const late: { ctx?: ServiceContext; services?: ServicesListener } = {};
     const catalogue = new JobCatalogue([
       ...housekeepingJobs(store.db),
       ...bucketJobs(blobs),
@@ -226,6 +226,8 @@ export async function startPlatform(config: Config, opts: PlatformOptions = {}):
           maxDownloadBytes: Math.floor(config.imageMaxDownloadGb * 2 ** 30),
         },
         platformCaFile: tls.publicCaFile,
+        // The services listener binds the bridge's gateway once the bridge exists.
+        onBridgeUp: async () => late.services?.bind(),
       }),
     };
     late.ctx = ctx;
@@ -281,6 +283,7 @@ export async function startPlatform(config: Config, opts: PlatformOptions = {}):
     // Machines reach the API and the S3 gateway here (attachments inject its URL).
     const services = await startServicesListener(app, config, tls, logger);
     undo.push(() => services.close());
+    late.services = services;
     config.servicesPort = services.port;
     const refreshed = await refreshAttachmentUrls(ctx);
     if (refreshed) logger.info({ refreshed }, 'attachment URLs follow the services settings');

@@ -1,8 +1,11 @@
 /**
  * The services listener serves the app's routes over TLS that the platform CA verifies,
- * and answers only on the services host: a connection to another address of the host
- * (here 127.0.0.2, which loopback also answers) is dropped before TLS.
+ * and listens only on the services host: another address of the host (here 127.0.0.2,
+ * which loopback also answers) has nothing on its port. A services host the host does not
+ * have yet (the machines' bridge, made with the first machine) is waited for.
  */
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import https from 'node:https';
 import os from 'node:os';
@@ -57,8 +60,35 @@ it('is refused by a client trusting another CA', async () => {
   );
 });
 
-it('drops connections to any other address of the host', async () => {
-  await expect(get('127.0.0.2', ca)).rejects.toThrow(/ECONNRESET|socket hang up|disconnected/);
+/** Local addresses of the TCP sockets listening on `port`, as `ss` shows them. */
+async function listeningOn(port: number): Promise<string[]> {
+  const { stdout } = await promisify(execFile)('ss', ['-ltnH']);
+  return stdout
+    .split('\n')
+    .map((line) => line.trim().split(/\s+/)[3] ?? '')
+    .filter((local) => local.endsWith(`:${port}`));
+}
+
+it('listens on the services host alone, not on every interface', async () => {
+  expect(listener.address()).toMatchObject({ address: '127.0.0.1', port: listener.port });
+  expect(await listeningOn(listener.port)).toEqual([`127.0.0.1:${listener.port}`]);
+  await expect(get('127.0.0.2', ca)).rejects.toThrow(/ECONNREFUSED/);
+});
+
+it('waits for a services host the host does not have yet, with its port chosen', async () => {
+  // 198.51.100.0/24 is documentation space: no host has it.
+  const config = { servicesHost: '198.51.100.77', servicesPort: 0 };
+  const files = { certFile: path.join(dir, 'server.pem'), keyFile: path.join(dir, 'server.key') };
+  const waiting = await startServicesListener(app, config, files, pino({ level: 'silent' }));
+  try {
+    expect(waiting.port).toBeGreaterThan(0);
+    expect(waiting.address()).toBeUndefined();
+    await waiting.bind(); // still missing: it keeps waiting, and nothing listens anywhere
+    expect(waiting.address()).toBeUndefined();
+    expect(await listeningOn(waiting.port)).toEqual([]);
+  } finally {
+    await waiting.close();
+  }
 });
 
 it('says which setting to change when its port is taken', async () => {

@@ -30,6 +30,8 @@ export interface HostRuntimeOptions {
   imageLimits: ImageLimits;
   /** The host's copy of the platform CA certificate, which every machine gets. */
   platformCaFile?: string;
+  /** Called once the machines' bridge is made (LocalRuntimeOptions.onBridgeUp). */
+  onBridgeUp?: () => Promise<void>;
 }
 
 /** A `MachineRuntime` whose every call first makes (once) the local runtime. */
@@ -56,6 +58,7 @@ export function hostRuntime(opts: HostRuntimeOptions): MachineRuntime {
         ...(opts.walls ? { walls: opts.walls } : {}),
         log: opts.log,
         ...(opts.platformCaFile ? { platformCaFile: opts.platformCaFile } : {}),
+        ...(opts.onBridgeUp ? { onBridgeUp: opts.onBridgeUp } : {}),
       });
     })().catch((err: unknown) => {
       made = undefined;

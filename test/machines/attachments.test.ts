@@ -8,7 +8,9 @@
  * The machine runs every check at boot (check.sh below) and prints one line each; the
  * test reads them through the app's logs.
  */
+import { execFile } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
+import { promisify } from 'node:util';
 import { createHash } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
@@ -151,6 +153,19 @@ describe.runIf(canRunMachines)('from inside an attached app machine', () => {
   it('puts and gets an object through the S3_* values, over TLS verified with that CA', () => {
     expect(check('s3-put').rc).toBe(0);
     expect(check('s3-get')).toEqual({ rc: 0, out: 'from inside ' });
+  });
+
+  it('finds the services listener on the bridge gateway alone, not on every interface', async () => {
+    // The bed's API listens on loopback; the services listener binds the address machines
+    // dial (the gateway, made with the bridge), so no other interface of the host has it.
+    const { servicesHost, servicesPort } = bed.tp.platform.config;
+    const { stdout } = await promisify(execFile)('ss', ['-ltnH']);
+    const listening = stdout
+      .split('\n')
+      .map((line) => line.trim().split(/\s+/)[3] ?? '')
+      .filter((local) => local.endsWith(`:${servicesPort}`));
+    expect(listening).toEqual([`${servicesHost}:${servicesPort}`]);
+    expect(check('s3-get').rc).toBe(0); // and the machine reached it there
   });
 
   it('fails verification with another CA, or with none', () => {

@@ -76,6 +76,11 @@ export interface LocalRuntimeOptions {
   platformCaFile?: string;
   /** The OCI runtime new machine starts use (sandbox/runtimes.ts; default runc). */
   sandboxRuntime?: MachineRuntimeName;
+  /**
+   * Called once the bridge is made, before any machine joins it: what listens on the
+   * gateway for machines (the services listener) binds there now.
+   */
+  onBridgeUp?: () => Promise<void>;
 }
 
 /** How long after a start the namespaces and keeper for the next one are made. */
@@ -456,6 +461,11 @@ export class LocalRuntime implements MachineRuntime {
     this.bridge ??= (async () => {
       await this.network.ensureBridge();
       await this.startDns();
+      await this.opts
+        .onBridgeUp?.()
+        .catch((err: Error) =>
+          this.opts.log.warn({ err: err.message }, 'a listener for machines did not bind'),
+        );
       const swept = await sweepWalls();
       if (swept.length) this.opts.log.info({ bridges: swept }, 'walls of removed bridges swept');
       const policies = await sweepNetworkPolicies();
