@@ -373,5 +373,7 @@ describe('failed sign-ins', () => {
     } finally {
       await own.close();
     }
-  });
+    // 42 password checks (scrypt) on a shared 2-core machine: the test's own work, not a
+    // deadline of pier's.
+  }, 120_000);
 });
