@@ -21,14 +21,12 @@
  */
 import os from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { spawn } from 'node:child_process';
-import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { compare, type Benchmark } from './lib/benchmark.js';
 import { fmtMs, round } from './lib/db-samples.js';
 import { collectGarbage, inspectorUrlIn } from './lib/inspector-gc.js';
 import { keepAliveImage } from './lib/keepalive-machine.js';
-import type { LoadResult } from './lib/load.js';
+import { runTsWorker, type LoadResult } from './lib/load.js';
 import {
   firstOk,
   PAGE,
@@ -54,39 +52,16 @@ const MAX_RSS_AFTER_FACTOR = 1.25;
 /** Idle time after the load before memory is read again. */
 const SETTLE_MS = 5_000;
 
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const workerPath = fileURLToPath(new URL('./lib/mixed-worker.ts', import.meta.url));
 
-function runMixed(opts: MixedOptions): Promise<MixedReport> {
-  const limitMs = opts.durationS * 1000 + 60_000;
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', workerPath, JSON.stringify(opts)], {
-      cwd: root,
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.setEncoding('utf8').on('data', (s: string) => (stdout += s));
-    child.stderr.setEncoding('utf8').on('data', (s: string) => (stderr += s));
-    const timer = setTimeout(() => child.kill('SIGKILL'), limitMs);
-    child.on('error', (err) => {
-      clearTimeout(timer);
-      reject(err);
-    });
-    child.on('close', (code, signal) => {
-      clearTimeout(timer);
-      if (code !== 0) {
-        reject(new Error(`mixed load worker ${signal ?? `exited with ${code}`}:\n${stderr}`));
-        return;
-      }
-      try {
-        resolve(JSON.parse(stdout) as MixedReport);
-      } catch (err) {
-        reject(new Error(`mixed load worker printed no report (${String(err)}):\n${stdout}`));
-      }
-    });
-  });
-}
+const runMixed = (opts: MixedOptions) =>
+  runTsWorker(
+    workerPath,
+    opts,
+    opts.durationS * 1000 + 60_000,
+    'mixed load worker',
+    (stdout) => JSON.parse(stdout) as MixedReport,
+  );
 
 /** Path and query of a presigned URL: the worker sends everything to pier's listener. */
 const pathOf = (url: string) => {
@@ -147,6 +122,16 @@ function describe(label: string, r: MixedReport): void {
       `non-2xx ${r.non2xx}, errors ${r.errors}, timeouts ${r.timeouts}\n    p99 by kind: ${kinds}`,
   );
   if (Object.keys(r.failures).length) console.log(`    failures: ${JSON.stringify(r.failures)}`);
+  for (const f of r.failureBodies) console.log(`      ${f}`);
+}
+
+/** pier's log lines of level warn and above (pino: 40+), the last 30. */
+async function warnings(b: MachinePier): Promise<string> {
+  const lines = (await b.logTail(1_000_000)).split('\n');
+  return lines
+    .filter((l) => /"level":(4|5|6)\d/.test(l))
+    .slice(-30)
+    .join('\n');
 }
 
 const mib = async (pid: number) => {
@@ -230,7 +215,7 @@ const benchmark: Benchmark = {
           if (r.non2xx || r.errors || r.timeouts || r.requests === 0) {
             throw new Error(
               `${label}: ${r.non2xx} non-2xx, ${r.errors} errors, ${r.timeouts} timeouts of ` +
-                `${r.requests} requests (${JSON.stringify(r.failures)}); pier's log:\n${await b.logTail(30)}`,
+                `${r.requests} requests (${JSON.stringify(r.failures)}); pier's warnings:\n${await warnings(b)}`,
             );
           }
         }

@@ -44,8 +44,10 @@ export interface MixedReport {
   maxMs: number;
   /** p99 per kind of request. */
   p99MsByKind: Record<string, number>;
-  /** Non-2xx answers per kind and status, e.g. `secret-put 500`. */
+  /** Non-2xx answers per kind and status, e.g. `token-create 500`. */
   failures: Record<string, number>;
+  /** The first few non-2xx answers: kind, status and the start of the body. */
+  failureBodies: string[];
 }
 
 type Context = Record<string, unknown>;
@@ -102,6 +104,7 @@ async function run(o: MixedOptions): Promise<MixedReport> {
   const all = createHistogram();
   const byKind = new Map<string, RecordableHistogram>();
   const failures: Record<string, number> = {};
+  const failureBodies: string[] = [];
   const plan = steps(o);
   // Contexts live for one round of the plan: each round draws a fresh number.
   let rounds = 0;
@@ -113,7 +116,11 @@ async function run(o: MixedOptions): Promise<MixedReport> {
     timeout: 10,
     requests: plan.map((s) => ({
       method: s.method,
-      ...(s.onResponse ? { onResponse: s.onResponse } : {}),
+      onResponse: (status: number, body: string, context: Context) => {
+        if ((status < 200 || status > 299) && failureBodies.length < 10)
+          failureBodies.push(`${s.kind} ${status}: ${body.slice(0, 300)}`);
+        s.onResponse?.(status, body, context);
+      },
       setupRequest: (req: Record<string, unknown>, context: Context) => {
         if (context.n === undefined) context.n = rounds++;
         const n = context.n as number;
@@ -158,6 +165,7 @@ async function run(o: MixedOptions): Promise<MixedReport> {
     maxMs: all.count > 0 ? all.max / 1000 : 0,
     p99MsByKind: Object.fromEntries([...byKind].map(([k, h]) => [k, ms(h, 99)])),
     failures,
+    failureBodies,
   };
 }
 
