@@ -14,7 +14,8 @@ export const LAYERS = [
   ['cli', 8],
   ['platform.ts', 7],
   ['http', 6],
-  // The web console calls the API in process (app.inject) and imports only contracts.
+  // The web console calls the API in process (app.inject) and imports only contracts (and
+  // host/address-key.ts, to key failed sign-ins by address).
   ['console', 5.5],
   ['proxy', 5],
   // The OAuth server for hosted MCP clients: services of its own, above the key services.

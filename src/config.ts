@@ -107,6 +107,12 @@ export const configSchema = z.object({
    * backups) is pruned after each daily base backup. Fractions are allowed.
    */
   pitrWindowDays: z.number().positive().max(3650).default(7),
+  /**
+   * How long the key a device login hands out lives, in days (like a CLI's login token
+   * elsewhere: it should not outlive the laptop it was typed on). Never past the key that
+   * approved the login.
+   */
+  deviceKeyTtlDays: z.number().int().min(1).max(3650).default(90),
   /** Ports of managed databases' fronts (what customers connect to), as FROM-TO. */
   databasePorts: z
     .string()
@@ -296,6 +302,7 @@ export function configFromEnv(env: NodeJS.ProcessEnv): ConfigInput {
     storagePool: pick('PIER_STORAGE_POOL') as ConfigInput['storagePool'],
     storagePoolGb: num('PIER_STORAGE_POOL_GB'),
     pitrWindowDays: num('PIER_PITR_WINDOW_DAYS'),
+    deviceKeyTtlDays: num('PIER_DEVICE_KEY_TTL_DAYS'),
     databasePorts: pick('PIER_DATABASE_PORTS'),
     publicDatabaseFronts: pick('PIER_PUBLIC_DATABASE_FRONTS') === '1',
     udpPorts: pick('PIER_UDP_PORTS'),

@@ -12,6 +12,17 @@ declare module 'autocannon' {
       method?: string;
       headers?: Record<string, string>;
       body?: string;
+      /** Requests per second of each connection. */
+      connectionRate?: number;
+      /** A cycle of requests per connection; `setupRequest` shapes each from its context. */
+      requests?: {
+        method?: string;
+        setupRequest?: (
+          req: Record<string, unknown>,
+          context: Record<string, unknown>,
+        ) => Record<string, unknown>;
+        onResponse?: (status: number, body: string, context: Record<string, unknown>) => void;
+      }[];
     }
 
     /** hdr-histogram-percentiles-obj: latencies in ms (integer resolution), counts per second. */

@@ -72,8 +72,22 @@ function check(phase: string, url: string, r: RunReport): void {
 function runWorker(opts: LoadOptions): Promise<WorkerReport> {
   // Generous: tsx start-up, two runs, and autocannon's own wind-down.
   const limitMs = (opts.durationS + opts.warmupS) * 1000 + 60_000;
+  return runTsWorker(workerPath, opts, limitMs, `load worker for ${opts.url}`, parseReport);
+}
+
+/**
+ * Runs the TypeScript file `file` in a child node (tsx) with `arg` as its JSON argument,
+ * and answers `parse` of what it printed; killed past `limitMs`. `label` names it in errors.
+ */
+export function runTsWorker<T>(
+  file: string,
+  arg: unknown,
+  limitMs: number,
+  label: string,
+  parse: (stdout: string) => T,
+): Promise<T> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', workerPath, JSON.stringify(opts)], {
+    const child = spawn(process.execPath, ['--import', 'tsx', file, JSON.stringify(arg)], {
       cwd: root,
       stdio: ['ignore', 'pipe', 'pipe'],
     });
@@ -90,15 +104,13 @@ function runWorker(opts: LoadOptions): Promise<WorkerReport> {
       clearTimeout(timer);
       if (code !== 0) {
         const why = signal ? `was killed by ${signal}` : `exited with ${code}`;
-        reject(new Error(`load worker for ${opts.url} ${why}:\n${stderr.trim()}`));
+        reject(new Error(`${label} ${why}:\n${stderr.trim()}`));
         return;
       }
       try {
-        resolve(parseReport(stdout));
+        resolve(parse(stdout));
       } catch (err) {
-        reject(
-          new Error(`load worker for ${opts.url} printed no report (${String(err)}):\n${stdout}`),
-        );
+        reject(new Error(`${label} printed no report (${String(err)}):\n${stdout}`));
       }
     });
   });

@@ -275,6 +275,8 @@ export interface MachineBenchOptions {
   port?: number;
   /** More environment for `pier serve` (PIER_TLS_LISTEN...). */
   env?: Record<string, string>;
+  /** More flags for pier's node (`--inspect=127.0.0.1:0` to reach its heap). */
+  nodeFlags?: string[];
 }
 
 /** Starts everything; `label` names the temp dirs. */
@@ -330,6 +332,7 @@ export async function openMachineBench(
     const nodeFlags = [
       ...(await binNodeFlags()),
       ...(process.env.BENCH_PIER_NODE_FLAGS ?? '').split(' ').filter(Boolean),
+      ...(opts.nodeFlags ?? []),
     ];
     const child = spawn(
       process.execPath,

@@ -3,8 +3,16 @@
  * same Fastify app, in process, with the signed-in person's console key as the Bearer.
  * The route's own auth row, validation, audit and errors apply exactly as for the CLI;
  * the console holds no privileged path of its own.
+ *
+ * The route asked is exactly the URL written, as for a client sending it raw: inject
+ * would resolve `.` and `..` segments (`/v1/apps/web/domains/..` becoming
+ * `DELETE /v1/apps/web`), and a name from a form or a page's URL may be just that. So the
+ * URL also travels in INNER_URL_HEADER, and the app routes by it (http/plugins/inner-calls.ts).
  */
 import type { FastifyInstance } from 'fastify';
+
+/** The URL of an in-process call as written, before inject's URL parser resolves it. */
+export const INNER_URL_HEADER = 'x-pier-inner-url';
 
 /** A route's refusal, as its error body says it (`{error, code}`). */
 export class Refusal extends Error {
@@ -35,15 +43,16 @@ export class ConsoleApi {
 
   /** Calls a route; answers its JSON body, or throws its refusal as a `Refusal`. */
   async call<T = unknown>(method: string, url: string, opts: CallOptions = {}): Promise<T> {
-    const query = Object.fromEntries(
+    const query = new URLSearchParams(
       Object.entries(opts.query ?? {}).filter((e): e is [string, string] => e[1] !== undefined),
-    );
+    ).toString();
+    const full = query ? `${url}${url.includes('?') ? '&' : '?'}${query}` : url;
     const res = await this.app.inject({
       method: method as 'GET',
-      url,
-      query,
+      url: full,
       remoteAddress: this.remoteAddress,
       headers: {
+        [INNER_URL_HEADER]: full,
         ...(this.token ? { authorization: `Bearer ${this.token}` } : {}),
         ...(opts.body !== undefined ? { 'content-type': 'application/json' } : {}),
       },

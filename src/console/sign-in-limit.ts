@@ -1,6 +1,6 @@
 /**
- * Failed console sign-ins per browser address: after 10 failures in 10 minutes an address
- * is refused (429 `rate-limited`, `Retry-After`) until its window ends, even with the right
+ * Failed console sign-ins per browser address (an IPv6 /64 counts as one address,
+ * host/address-key.ts): after 10 failures in 10 minutes an address is refused (429 `rate-limited`, `Retry-After`) until its window ends, even with the right
  * password, so a password cannot be guessed from one address faster than that.
  *
  * The counters live in this process's memory, like the API's per-address limits
@@ -9,6 +9,7 @@
  * does not reset the count (it would let a guesser interleave a known account).
  */
 import { ApiError } from '../errors/api-error.js';
+import { addressLimitKey } from '../host/address-key.js';
 
 export const FAILED_SIGN_IN_LIMIT = { limit: 10, windowMs: 10 * 60_000 };
 
@@ -23,7 +24,7 @@ export class FailedSignIns {
 
   /** Throws 429 when `address` has used up its failures in the current window. */
   check(address: string): void {
-    const w = this.current(address);
+    const w = this.current(addressLimitKey(address));
     if (w && w.count >= this.limit) {
       const retryAfter = Math.max(1, Math.ceil((w.start + this.windowMs - this.now()) / 1000));
       throw new ApiError(
@@ -36,9 +37,10 @@ export class FailedSignIns {
   }
 
   failed(address: string): void {
-    const w = this.current(address) ?? { start: this.now(), count: 0 };
+    const key = addressLimitKey(address);
+    const w = this.current(key) ?? { start: this.now(), count: 0 };
     w.count++;
-    this.windows.set(address, w);
+    this.windows.set(key, w);
     if (this.windows.size > 50_000) this.prune();
   }
 

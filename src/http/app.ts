@@ -12,6 +12,7 @@ import type { AppDeps } from './deps.js';
 import { installAuth } from './plugins/auth.js';
 import { installCreditBlock } from './plugins/credit-block.js';
 import { installErrors } from './plugins/errors.js';
+import { innerUrl } from './plugins/inner-calls.js';
 import { installObservability, newRequestId } from './plugins/observability.js';
 import { redactingLogger } from './plugins/redact.js';
 import { installValidation } from './plugins/validation.js';
@@ -39,6 +40,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     trustProxy: false,
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 1024 },
     forceCloseConnections: 'idle',
+    // The console's in-process calls are routed by the URL as written (plugins/inner-calls.ts).
+    rewriteUrl: innerUrl,
   }) as unknown as FastifyInstance;
 
   // JSON is the API's language; routes that take raw bytes or forms add their own parser.

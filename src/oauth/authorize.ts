@@ -11,6 +11,7 @@ import { ApiError, badRequest } from '../errors/api-error.js';
 import type { Db } from '../store/db.js';
 import type { ClientDocuments } from './client-metadata.js';
 import { findClient, redirectAllowed } from './clients.js';
+import { capPendingRequests } from './totals.js';
 import { issuerOf, mcpResourceOf, REQUEST_TTL_S } from './urls.js';
 
 export type AuthorizeQuery = Record<string, string | undefined>;
@@ -104,5 +105,6 @@ export async function authorize(
       expires_at: new Date(now.getTime() + REQUEST_TTL_S * 1000),
     })
     .execute();
+  await capPendingRequests(db);
   return `${publicUrl}/console/oauth/consent?requestId=${encodeURIComponent(id)}`;
 }

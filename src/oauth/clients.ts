@@ -6,6 +6,7 @@ import type { RegisterClientBody, RegisteredClient } from '../contracts/oauth.js
 import { newId } from '../crypto/tokens.js';
 import type { Db } from '../store/db.js';
 import { type ClientDocuments, isDocumentClientId } from './client-metadata.js';
+import { capUnusedClients } from './totals.js';
 
 /** What a login needs to know of its client. */
 export interface KnownClient {
@@ -38,6 +39,7 @@ export async function registerClient(
     })
     .returningAll()
     .executeTakeFirstOrThrow();
+  await capUnusedClients(db);
   return {
     client_id: row.id,
     ...(row.client_name ? { client_name: row.client_name } : {}),

@@ -115,6 +115,13 @@ export async function decideConsent(
       ? (body.expiresInDays ?? GRANT_DAYS.default) * 86_400_000
       : (CODE_TTL_S + ACCESS_TOKEN_TTL_S) * 1000;
     const grantId = newId('grant');
+    // An approved client no longer counts toward the cap of unused ones (totals.ts).
+    await tx
+      .updateTable('oauth_clients')
+      .set({ used_at: now })
+      .where('id', '=', row.client_id)
+      .where('used_at', 'is', null)
+      .execute();
     await tx
       .insertInto('oauth_grants')
       .values({

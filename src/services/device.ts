@@ -119,11 +119,15 @@ export async function pollDeviceToken(ctx: ServiceContext, deviceCode: string) {
         refusal: new ApiError('expired-token', 'The key that approved this login has expired.'),
       };
     }
+    // And never longer than the operator's term for device keys: a forgotten laptop's key
+    // ends by itself.
+    const term = new Date(now.getTime() + ctx.config.deviceKeyTtlDays * 86_400_000);
+    const expiresAt = bound && bound < term ? bound : term;
     const key = await mintKey(
       tx,
       now,
       { orgId: row.org_id!, userId: row.user_id, expiresAt: bound },
-      { name: name.slice(0, 120), ...(bound ? { expiresAt: bound.toISOString() } : {}) },
+      { name: name.slice(0, 120), expiresAt: expiresAt.toISOString() },
     );
     await tx
       .updateTable('device_logins')

@@ -422,6 +422,8 @@ export interface OAuthClientsTable {
   scope: string | null;
   registered_from: string;
   created_at: CreatedAt;
+  /** When a person first approved the client; null: never (it counts toward the cap). */
+  used_at: Generated<Date | null>;
 }
 export interface OAuthGrantsTable {
   id: string;

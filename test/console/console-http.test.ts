@@ -330,4 +330,50 @@ describe('failed sign-ins', () => {
       await own.close();
     }
   });
+
+  it('count every address of an IPv6 /64 as one address, and another /64 apart', async () => {
+    // This host has no IPv6 addresses but ::1 to send from: the console's own in-process
+    // calls set the caller's address the same way (inject's remoteAddress), and so does
+    // this test, on the real sign-in form and the real sign-in route.
+    const own = await startTestPlatform();
+    try {
+      const o = await own.createOrg();
+      await addPerson(own, o.id, EMAIL);
+      const signIn = (from: string, password: string) =>
+        own.platform.app.inject({
+          method: 'POST',
+          url: '/console/sign-in',
+          remoteAddress: from,
+          headers: { origin: own.url, 'content-type': 'application/x-www-form-urlencoded' },
+          payload: new URLSearchParams({ email: EMAIL, password, next: '/console' }).toString(),
+        });
+      // Ten failures, each from a fresh address of one /64, as a guesser would draw them.
+      for (let i = 1; i <= 10; i++) {
+        expect((await signIn(`2001:db8:77:1::${i.toString(16)}`, 'nope')).statusCode).toBe(401);
+      }
+      const sameNet = await signIn('2001:db8:77:1:ffff:1:2:3', PASSWORD);
+      expect(sameNet.statusCode).toBe(429);
+      expect(sameNet.body).toContain('rate-limited');
+      // The neighbouring /64 is another caller: the right password signs in.
+      expect((await signIn('2001:db8:77:2::1', PASSWORD)).statusCode).toBe(303);
+
+      // The sign-in route's own limit (30 a minute) counts the /64 too.
+      const route = (from: string) =>
+        own.platform.app.inject({
+          method: 'POST',
+          url: '/console/api/sign-in',
+          remoteAddress: from,
+          payload: { email: EMAIL, password: 'nope' },
+        });
+      for (let i = 1; i <= 30; i++) {
+        expect((await route(`2001:db8:88:1::${i.toString(16)}`)).statusCode).toBe(401);
+      }
+      expect((await route('2001:db8:88:1::abcd')).statusCode).toBe(429);
+      expect((await route('2001:db8:88:2::1')).statusCode).toBe(401);
+    } finally {
+      await own.close();
+    }
+    // 42 password checks (scrypt) on a shared 2-core machine: the test's own work, not a
+    // deadline of pier's.
+  }, 120_000);
 });

@@ -126,6 +126,11 @@ describe('device login, end to end', () => {
     expect(cliKey.userId).toBe(org.userId);
     expect(cliKey.scopes).toBeUndefined();
     expect(cliKey.name).toContain('pier-cli');
+    // It ends by itself: 90 days (PIER_DEVICE_KEY_TTL_DAYS) from the moment it was handed out.
+    expect(tp.platform.config.deviceKeyTtlDays).toBe(90);
+    const term = new Date(cliKey.expiresAt).getTime() - new Date(cliKey.createdAt).getTime();
+    expect(term).toBe(90 * 86_400_000);
+    expect(cliKey.expired).toBe(false);
 
     // The code is used up.
     advance(code.interval);

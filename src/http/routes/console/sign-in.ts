@@ -2,6 +2,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { signInAnswerSchema, signInBody } from '../../../contracts/console.js';
+import { addressLimitKey } from '../../../host/address-key.js';
 import { signIn } from '../../../services/console-sign-in.js';
 import { LOGIN_LIMIT } from '../../../services/rate-limit.js';
 import type { AppDeps } from '../../deps.js';
@@ -18,7 +19,11 @@ export function consoleRoutes(root: FastifyInstance, { ctx, rateLimiter }: AppDe
       response: { 200: signInAnswerSchema },
     },
     handler: async (req) => {
-      rateLimiter.hit(`sign-in:${req.ip}`, LOGIN_LIMIT.limit, LOGIN_LIMIT.windowMs);
+      rateLimiter.hit(
+        `sign-in:${addressLimitKey(req.ip)}`,
+        LOGIN_LIMIT.limit,
+        LOGIN_LIMIT.windowMs,
+      );
       return signIn(ctx, req.body);
     },
   });

@@ -11,6 +11,7 @@ import {
   deviceTokenBody,
   deviceTokenSchema,
 } from '../../../contracts/device.js';
+import { addressLimitKey } from '../../../host/address-key.js';
 import {
   approveDevice,
   createDeviceCode,
@@ -36,7 +37,11 @@ export function deviceRoutes(root: FastifyInstance, { ctx, rateLimiter }: AppDep
       response: { 201: deviceCodeSchema },
     },
     handler: async (req, reply) => {
-      rateLimiter.hit(`device-code:${req.ip}`, LOGIN_LIMIT.limit, LOGIN_LIMIT.windowMs);
+      rateLimiter.hit(
+        `device-code:${addressLimitKey(req.ip)}`,
+        LOGIN_LIMIT.limit,
+        LOGIN_LIMIT.windowMs,
+      );
       return reply.code(201).send(await createDeviceCode(ctx, req.body ?? {}, req.ip));
     },
   });
@@ -54,7 +59,11 @@ export function deviceRoutes(root: FastifyInstance, { ctx, rateLimiter }: AppDep
       response: { 200: deviceTokenSchema },
     },
     handler: async (req) => {
-      rateLimiter.hit(`device-token:${req.ip}`, LOGIN_LIMIT.limit * 4, LOGIN_LIMIT.windowMs);
+      rateLimiter.hit(
+        `device-token:${addressLimitKey(req.ip)}`,
+        LOGIN_LIMIT.limit * 4,
+        LOGIN_LIMIT.windowMs,
+      );
       const { token, org } = await pollDeviceToken(ctx, req.body.deviceCode);
       return { token, org };
     },

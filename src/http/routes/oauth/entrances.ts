@@ -12,6 +12,7 @@ import {
   tokenAnswerSchema,
 } from '../../../contracts/oauth.js';
 import { badRequest, type ValidationIssue } from '../../../errors/api-error.js';
+import { addressLimitKey } from '../../../host/address-key.js';
 import { OutboundGuard } from '../../../host/outbound-guard.js';
 import { authorize, type AuthorizeQuery } from '../../../oauth/authorize.js';
 import { ClientDocuments } from '../../../oauth/client-metadata.js';
@@ -77,7 +78,12 @@ export function oauthEntranceRoutes(root: FastifyInstance, { ctx, config }: AppD
     },
     // Counted before the body is judged: a flood of bad bodies is still a flood.
     preValidation: async (req) =>
-      countEntranceHit(ctx.db, `oauth-register:${req.ip}`, OAUTH_LIMITS.register, ctx.clock()),
+      countEntranceHit(
+        ctx.db,
+        `oauth-register:${addressLimitKey(req.ip)}`,
+        OAUTH_LIMITS.register,
+        ctx.clock(),
+      ),
     handler: async (req, reply) =>
       noStore(reply)
         .code(201)
@@ -99,7 +105,7 @@ export function oauthEntranceRoutes(root: FastifyInstance, { ctx, config }: AppD
     handler: async (req, reply) => {
       await countEntranceHit(
         ctx.db,
-        `oauth-authorize:${req.ip}`,
+        `oauth-authorize:${addressLimitKey(req.ip)}`,
         OAUTH_LIMITS.authorize,
         ctx.clock(),
       );
@@ -135,7 +141,12 @@ export function oauthEntranceRoutes(root: FastifyInstance, { ctx, config }: AppD
         },
       },
       async (req, reply) => {
-        await countEntranceHit(ctx.db, `oauth-token:${req.ip}`, OAUTH_LIMITS.token, ctx.clock());
+        await countEntranceHit(
+          ctx.db,
+          `oauth-token:${addressLimitKey(req.ip)}`,
+          OAUTH_LIMITS.token,
+          ctx.clock(),
+        );
         noStore(reply);
         try {
           const form = formOf(req.headers['content-type'], req.body);
