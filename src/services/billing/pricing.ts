@@ -109,17 +109,19 @@ export async function priceUsage(ex: Executor, q: PriceQuery): Promise<PricedUsa
     quantity: string;
     opened: Date | null;
   }>`
+    WITH lists AS (
+      SELECT i::int - 1 AS list, t AS since, lead(t) OVER (ORDER BY i) AS until
+        FROM unnest(${bounds}::timestamptz[]) WITH ORDINALITY AS b(t, i))
     SELECT e.org_id, e.kind, floor(extract(epoch FROM e.at) * 1000 / ${q.windowMs})::text AS slot,
-      coalesce((SELECT max(b.i) FROM unnest(${bounds}::timestamptz[]) WITH ORDINALITY AS b(t, i)
-                 WHERE b.t <= e.at), 0)::int - 1 AS list,
-      sum(e.quantity)::text AS quantity, a.created_at AS opened
+      coalesce(l.list, -1) AS list, sum(e.quantity)::text AS quantity, a.created_at AS opened
     FROM usage_events e
     LEFT JOIN credit_accounts a ON a.org_id = e.org_id
+    LEFT JOIN lists l ON e.at >= l.since AND (l.until IS NULL OR e.at < l.until)
     WHERE e.at >= ${q.from} AND e.at < ${q.to}
       AND (${q.orgId ?? null}::text IS NULL OR e.org_id = ${q.orgId ?? null})
       AND (${q.orgId ?? null}::text IS NOT NULL OR a.org_id IS NOT NULL)
       AND (NOT ${q.openOnly ?? false} OR a.blocked_at IS NULL)
-    GROUP BY e.org_id, e.kind, slot, list, a.created_at
+    GROUP BY e.org_id, e.kind, slot, l.list, a.created_at
     ORDER BY e.org_id, slot, e.kind, list`.execute(ex);
   const out = new Map<string, PricedUsage>();
   for (const r of rows.rows) {
