@@ -29,7 +29,6 @@ import { databaseRuntimeEvents } from './services/databases/runtime-events.js';
 import { volumeJobs } from './services/volumes/jobs.js';
 import { machineJobs } from './services/machines/jobs.js';
 import { takeBackMachines } from './services/machines/upkeep.js';
-import { scheduleMetering } from './services/machines/metering.js';
 import { billingJobs, scheduleBilling } from './services/billing/jobs.js';
 import { scheduleSupervision } from './services/machines/supervise.js';
 import { scheduleMachineSleep } from './services/machines/sleep.js';
@@ -313,8 +312,6 @@ export async function startPlatform(config: Config, opts: PlatformOptions = {}):
     undo.push(async () => stopSchedule());
     await takeBackDatabases(ctx);
     await takeBackMachines(ctx);
-    const stopMetering = scheduleMetering(ctx, config.meteringIntervalMs);
-    undo.push(async () => stopMetering());
     const stopBilling = scheduleBilling(ctx);
     undo.push(async () => stopBilling());
     const stopSupervision = scheduleSupervision(ctx);

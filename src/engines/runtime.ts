@@ -61,6 +61,12 @@ export interface DatabaseRuntimeEvents {
   onFailover(event: FailoverEvent): Promise<void>;
   /** A redundant database's standby died and was let go of: it needs a new one. */
   onStandbyLost(databaseId: string): Promise<void>;
+  /**
+   * Whether a client's connection may wake the sleeping database now: no while its
+   * organization's credit is blocked (docs/billing.md), and the connection is closed.
+   * Asked only of a connection that would wake it, never of one that finds it awake.
+   */
+  mayWake(databaseId: string): Promise<boolean>;
 }
 
 export interface DatabaseRuntime {
@@ -162,6 +168,13 @@ export interface DatabaseRuntime {
    * the sleep policy and (with a standby) the failover watchdog look after it.
    */
   serve(databaseId: string, state: ServeState): Promise<void>;
+
+  /**
+   * Stops a served database now, whatever its sleep policy: its servers (a standby too)
+   * shut down, data kept, power `stopped` (reported). A client's connection wakes it
+   * again once `mayWake` allows. A database not served here: nothing.
+   */
+  stop(databaseId: string): Promise<void>;
 
   /** Updates the sleep policy of a served database. */
   setPolicy(databaseId: string, policy: SuspendPolicy | null): Promise<void>;

@@ -8,6 +8,7 @@ import { ApiError, notFound } from '../errors/api-error.js';
 import type { Executor } from '../store/db.js';
 import type { ServiceContext } from './context.js';
 import { pricedKinds } from './billing/prices.js';
+import { windowMsOf } from './billing/pricing.js';
 import { addLedgerEntry, listLedger, microsToCents } from './ledger.js';
 
 export async function getCreditAccount(ex: Executor, orgId: string): Promise<CreditAccount> {
@@ -88,6 +89,7 @@ export async function grantCredit(
       reference: 'operator',
       detail: body.reason ?? 'operator grant',
       at: ctx.clock(),
+      windowMs: windowMsOf(ctx),
     });
   });
 }

@@ -7,6 +7,7 @@ import { sql } from 'kysely';
 import type { LedgerEntry, LedgerKind } from '../contracts/billing.js';
 import { newId } from '../crypto/tokens.js';
 import type { Executor, Tx } from '../store/db.js';
+import { unbookedMicros } from './billing/projected.js';
 
 export const MICROS_PER_CENT = 1_000_000n;
 /** The largest value of the integer column `credit_accounts.reference_cents`. */
@@ -47,6 +48,8 @@ export function toLedgerEntry(r: EntryRow): LedgerEntry {
 export interface NewEntry {
   kind: LedgerKind;
   cents: number;
+  /** The booking window's length: a credit's unblocking prices unbooked usage by it. */
+  windowMs: number;
   reference?: string;
   detail?: string;
   at: Date;
@@ -61,6 +64,7 @@ export interface NewMicroEntry {
   windowFrom?: Date;
   windowTo?: Date;
   at: Date;
+  windowMs: number;
 }
 
 export interface Booked {
@@ -72,15 +76,26 @@ export interface Booked {
 /**
  * Books an entry and moves the balance by the same amount, in the caller's transaction.
  * The block follows the balance in the same statement: a debit that leaves it at or below
- * zero blocks the account, any entry that leaves it above zero lifts the block. A usage
- * entry already booked for its organization, window and kind (`reference`) is not booked
- * again: undefined, and the balance does not move.
+ * zero blocks the account; a credit lifts the block when it leaves the projected balance
+ * (billing/projected.ts: the balance minus the usage recorded and not booked yet) above
+ * zero, so that a credit too small for what was used meanwhile does not open an account
+ * that the next metering tick would block again. A usage entry already booked for its
+ * organization, window and kind (`reference`) is not booked again: undefined, and the
+ * balance does not move.
  */
 export async function bookEntry(
   tx: Tx,
   orgId: string,
   e: NewMicroEntry,
 ): Promise<Booked | undefined> {
+  // The row first: a booking that charges this organization waits for it (and its cursor
+  // with it), so the usage not booked yet is read as it stands at this entry.
+  const before = await tx
+    .selectFrom('credit_accounts')
+    .select('blocked_at')
+    .where('org_id', '=', orgId)
+    .forUpdate()
+    .executeTakeFirst();
   const row = await tx
     .insertInto('ledger_entries')
     .values({
@@ -100,12 +115,10 @@ export async function bookEntry(
     .returningAll()
     .executeTakeFirst();
   if (!row) return undefined;
-  const before = await tx
-    .selectFrom('credit_accounts')
-    .select('blocked_at')
-    .where('org_id', '=', orgId)
-    .forUpdate()
-    .executeTakeFirst();
+  const unbooked =
+    before?.blocked_at && e.micros > 0n
+      ? ((await unbookedMicros(tx, e.windowMs, { orgId })).get(orgId) ?? 0n)
+      : 0n;
   const amount = e.micros.toString();
   const cents = Math.min(Math.max(microsToCents(e.micros), 0), MAX_REFERENCE_CENTS);
   const after = await tx
@@ -113,8 +126,8 @@ export async function bookEntry(
     .set({
       balance_micros: sql`balance_micros + ${amount}::numeric`,
       blocked_at: sql`CASE
-        WHEN balance_micros + ${amount}::numeric > 0 THEN NULL
-        WHEN blocked_at IS NULL AND ${amount}::numeric < 0 THEN clock_timestamp()
+        WHEN ${amount}::numeric > 0 AND balance_micros + ${amount}::numeric - ${unbooked.toString()}::numeric > 0 THEN NULL
+        WHEN blocked_at IS NULL AND ${amount}::numeric < 0 AND balance_micros + ${amount}::numeric <= 0 THEN clock_timestamp()
         ELSE blocked_at END`,
       // The reference top-up (of the warning line) is the largest credit seen.
       reference_cents: sql`GREATEST(reference_cents, ${cents})`,
@@ -177,11 +190,12 @@ export async function bookUsageDebits(
         JOIN sums s ON s.org_id = a.org_id
        FOR UPDATE OF a
     )
+    -- Debits never lift a block (the projected balance may have blocked the account
+    -- while its booked balance was still above zero).
     UPDATE credit_accounts a
        SET balance_micros = a.balance_micros + s.total,
            blocked_at = CASE
-             WHEN a.balance_micros + s.total > 0 THEN NULL
-             WHEN a.blocked_at IS NULL THEN clock_timestamp()
+             WHEN a.blocked_at IS NULL AND a.balance_micros + s.total <= 0 THEN clock_timestamp()
              ELSE a.blocked_at END
       FROM sums s JOIN before b ON b.org_id = s.org_id
      WHERE a.org_id = s.org_id
@@ -202,6 +216,7 @@ export async function addLedgerEntry(tx: Tx, orgId: string, e: NewEntry): Promis
     reference: e.reference,
     detail: e.detail,
     at: e.at,
+    windowMs: e.windowMs,
   });
   if (!booked) throw new Error('a non-usage ledger entry was not booked');
   return booked.entry;

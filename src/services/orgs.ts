@@ -12,6 +12,7 @@ import type { ServiceContext } from './context.js';
 import type { KeyRecord } from '../contracts/tokens.js';
 import { mintKey } from './keys.js';
 import { addLedgerEntry } from './ledger.js';
+import { windowMsOf } from './billing/pricing.js';
 
 type OrgRow = {
   id: string;
@@ -166,6 +167,7 @@ export async function createOrg(ctx: ServiceContext, body: CreateOrgBody) {
         reference: 'operator',
         detail: 'initial grant',
         at: now,
+        windowMs: windowMsOf(ctx),
       });
     }
     const slug =

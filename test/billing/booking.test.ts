@@ -6,11 +6,13 @@
  * 402 `credit-blocked`, lifted by a grant.
  */
 import { spawn } from 'node:child_process';
+import { sql } from 'kysely';
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bookDue } from '../../src/services/billing/booking.js';
+import { blockAtProjectedZero } from '../../src/services/billing/projected.js';
 import { recordUsage, type UsageRecord } from '../../src/services/billing/record.js';
 import { openStore } from '../../src/store/db.js';
 import { startTestPlatform, type TestOrg, type TestPlatform } from '../helpers/platform.js';
@@ -366,6 +368,27 @@ describe('blocking at zero', () => {
       body: { name: 'poor-again' },
     });
     expect(res.status).toBe(201);
+  });
+
+  it('keeps a block of the projected balance when booking leaves the balance above zero', async () => {
+    const org = await tp.createOrg({ grantCents: 1 });
+    // 0.7 cent now, and 0.7 in a window that stays open while this test runs (stamped
+    // an hour ahead, so that no booking here can close it): 1.4 cents of 1.
+    await record(org, [{ kind: 'machine_running_seconds', quantity: 100_000 }]);
+    await sql`INSERT INTO usage_events (org_id, kind, quantity, at)
+      VALUES (${org.id}, 'machine_running_seconds', 100000, now() + interval '1 hour')`.execute(
+      tp.platform.ctx.db,
+    );
+    expect(await blockAtProjectedZero(tp.platform.ctx)).toContain(org.id);
+    const blocked = await credits(org);
+    expect(blocked.blocked).toBe(true);
+    // The first window booked (its debit leaves 0.3 cent booked): still blocked, and
+    // blocked since the same moment.
+    await nextWindow();
+    await bookDue(tp.platform.ctx);
+    const after = await credits(org);
+    expect(after).toMatchObject({ blocked: true, blockedAt: blocked.blockedAt });
+    expect(BigInt(after.balanceMicros)).toBeGreaterThan(0n);
   });
 
   it('never blocks an organization that is not prepaid, nor books its usage', async () => {

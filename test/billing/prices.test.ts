@@ -127,9 +127,16 @@ describe('PUT /admin/v1/prices', () => {
 });
 
 describe('GET /v1/billing/preview after a price list', () => {
-  it('tells pricedFrom (the next whole window) and prices lines of priced kinds', async () => {
+  it('tells pricedFrom (the moment of the first list) and prices lines of priced kinds', async () => {
+    const opened = Date.now();
     const org = await tp.createOrg({ grantCents: 5 });
-    const decided = new Date((await tp.admin('GET', '/admin/v1/prices')).body.decidedAt);
+    // The first list decided (this file decides several).
+    const first = await tp.platform.ctx.db
+      .selectFrom('price_lists')
+      .select('decided_at')
+      .orderBy('decided_at')
+      .executeTakeFirstOrThrow();
+    const decided = first.decided_at;
     const hour = 3600_000;
     const res = await tp.request(
       'GET',
@@ -138,9 +145,11 @@ describe('GET /v1/billing/preview after a price list', () => {
     );
     expect(res.status).toBe(200);
     expect(res.body.pricesDecided).toBe(true);
-    // The default window is an hour: prices apply from the first hour after the decision.
+    // Prices apply from the moment of the decision, not from the next window (an hour by
+    // default); usage of an account starts to count in the window it opened.
+    const accountWindow = Math.floor(opened / hour) * hour;
     expect(res.body.pricedFrom).toBe(
-      new Date(Math.ceil(decided.getTime() / hour) * hour).toISOString(),
+      new Date(Math.max(decided.getTime(), accountWindow)).toISOString(),
     );
     expect(res.body.unpricedReason).toBeUndefined();
     expect(res.body.total).toBe(0);

@@ -1,9 +1,9 @@
 /** The exact arithmetic of pricing (services/billing/pricing.ts): no floating point. */
 import { describe, expect, it } from 'vitest';
 import {
+  amountOf,
   priceOf,
   pricedFromOf,
-  windowCeil,
   windowStart,
 } from '../../src/services/billing/pricing.js';
 
@@ -16,6 +16,23 @@ describe('priceOf', () => {
     expect(priceOf('3600.000', 77)).toBe(277_200n);
     expect(priceOf('0.1', 3)).toBe(0n); // 0.3, where 0.1 × 3 in floats is 0.30000000000000004
     expect(priceOf('0.7', 5)).toBe(4n); // 3.5 exactly, not 3.4999… as a float
+  });
+
+  it('sums the parts of several lists exactly and rounds once', () => {
+    // 0.3 × 5 + 0.3 × 5 = 3.0: rounded part by part (2 + 2) it would be one too many.
+    expect(
+      amountOf([
+        { quantity: '0.3', priceMicros: 5 },
+        { quantity: '0.3', priceMicros: 5 },
+      ]),
+    ).toBe(3n);
+    expect(
+      amountOf([
+        { quantity: '1200.5', priceMicros: 7 },
+        { quantity: '0.25', priceMicros: 2 },
+      ]),
+    ).toBe(8404n); // 8403.5 + 0.5 = 8404
+    expect(amountOf([])).toBe(0n);
   });
 
   it('stays exact far beyond 2^53', () => {
@@ -34,18 +51,18 @@ describe('windows and pricedFrom', () => {
   it('lie on a grid from the epoch', () => {
     const t = new Date('2026-11-24T10:20:30.400Z');
     expect(windowStart(t, hour).toISOString()).toBe('2026-11-24T10:00:00.000Z');
-    expect(windowCeil(t, hour).toISOString()).toBe('2026-11-24T11:00:00.000Z');
-    expect(windowCeil(new Date('2026-11-24T10:00:00Z'), hour).toISOString()).toBe(
+    expect(windowStart(new Date('2026-11-24T10:00:00Z'), hour).toISOString()).toBe(
       '2026-11-24T10:00:00.000Z',
     );
   });
 
-  it('starts pricing at the later of the account’s window and the first list’s next window', () => {
+  it('starts pricing at the later of the account’s window and the first list’s moment', () => {
     const list = { prices: {}, decidedAt: new Date('2026-11-24T10:20:00Z') };
     expect(pricedFromOf(null, [list], hour)).toEqual({ reason: 'no-credit-account' });
     expect(pricedFromOf(new Date(), [], hour)).toEqual({ reason: 'no-price-list' });
+    // A list decided at 10:20 prices usage from 10:20, not from the next window.
     expect(pricedFromOf(new Date('2026-01-01T00:00:00Z'), [list], hour).pricedFrom).toEqual(
-      new Date('2026-11-24T11:00:00Z'),
+      new Date('2026-11-24T10:20:00Z'),
     );
     expect(pricedFromOf(new Date('2026-11-25T08:30:00Z'), [list], hour).pricedFrom).toEqual(
       new Date('2026-11-25T08:00:00Z'),

@@ -8,14 +8,13 @@
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { mkdir, readFile, stat, writeFile } from 'node:fs/promises';
-import type { IncomingMessage } from 'node:http';
 import net from 'node:net';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import WebSocket from 'ws';
 import { clientCommand } from '../../src/cli/client/db-connect.js';
 import { TUNNEL_LIMITS } from '../../src/services/databases/tunnels.js';
 import { type TestOrg, type TestPlatform } from '../helpers/platform.js';
+import { openDatabaseTunnel } from '../databases/helpers.js';
 import { cleanEnv, ENTRY, pierWith, startCliBed, type CliBed } from './run-cli.js';
 
 let tp: TestPlatform;
@@ -161,26 +160,7 @@ describe('pier db connect', () => {
   });
 });
 
-/** A raw tunnel WebSocket: the open socket, or the refusal's status and body. */
-async function openTunnel(
-  name: string,
-  token: string,
-): Promise<{ ws?: WebSocket; status?: number; body?: any }> {
-  const url = `${tp.url.replace(/^http/, 'ws')}/v1/resources/${name}/tunnel`;
-  const ws = new WebSocket(url, { headers: { authorization: `Bearer ${token}` } });
-  return new Promise((resolve, reject) => {
-    ws.once('open', () => resolve({ ws }));
-    ws.once('error', reject);
-    ws.once('unexpected-response', (_req, res: IncomingMessage) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => {
-        resolve({ status: res.statusCode, body: JSON.parse(Buffer.concat(chunks).toString()) });
-        ws.terminate();
-      });
-    });
-  });
-}
+const openTunnel = (name: string, token: string) => openDatabaseTunnel(tp, name, token);
 
 async function newKey(body: Record<string, unknown>): Promise<{ id: string; token: string }> {
   const res = await tp.request('POST', '/v1/tokens', { token: org.token, body });

@@ -4,10 +4,12 @@
  * to prove that nothing is left behind.
  */
 import { readdir, readFile } from 'node:fs/promises';
+import type { IncomingMessage } from 'node:http';
 import net from 'node:net';
 import path from 'node:path';
 import pg from 'pg';
 import { expect } from 'vitest';
+import WebSocket from 'ws';
 import type { LocalDatabaseRuntime } from '../../src/engines/local/database-runtime.js';
 import type { StoragePool } from '../../src/storage/pool/pool.js';
 import type { TestOrg, TestPlatform } from '../helpers/platform.js';
@@ -80,6 +82,28 @@ export async function waitFor<T>(
     if (Date.now() > end) throw new Error(`timed out waiting for ${what}; last: ${String(last)}`);
     await sleep(100);
   }
+}
+
+/** A raw tunnel WebSocket: the open socket, or the refusal's status and body. */
+export async function openDatabaseTunnel(
+  tp: TestPlatform,
+  name: string,
+  token: string,
+): Promise<{ ws?: WebSocket; status?: number; body?: any }> {
+  const url = `${tp.url.replace(/^http/, 'ws')}/v1/resources/${name}/tunnel`;
+  const ws = new WebSocket(url, { headers: { authorization: `Bearer ${token}` } });
+  return new Promise((resolve, reject) => {
+    ws.once('open', () => resolve({ ws }));
+    ws.once('error', reject);
+    ws.once('unexpected-response', (_req, res: IncomingMessage) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => {
+        resolve({ status: res.statusCode, body: JSON.parse(Buffer.concat(chunks).toString()) });
+        ws.terminate();
+      });
+    });
+  });
 }
 
 /** Waits until the database leaves `restoring`, and returns its record. */

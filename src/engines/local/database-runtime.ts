@@ -203,7 +203,7 @@ export class LocalDatabaseRuntime implements DatabaseRuntime {
         // Until the database is served, beforeConnect refuses: this target is never dialed.
         targetPort: 1,
         beforeConnect: () => this.beforeConnect(live),
-        beforeTraffic: () => (live.power === 'running' ? undefined : this.wake(live)),
+        beforeTraffic: () => (live.power === 'running' ? undefined : this.wakeForClient(live)),
         onError: (err, phase) =>
           this.opts.log.debug({ err, databaseId, phase }, 'database front connection failed'),
         admit: this.admitPeer,
@@ -224,6 +224,15 @@ export class LocalDatabaseRuntime implements DatabaseRuntime {
 
   private async beforeConnect(live: LiveDatabase): Promise<void> {
     if (!live.ready || !live.primary) throw new Error(`database ${live.id} is not ready`);
+    await this.wakeForClient(live);
+  }
+
+  /** A client's wake: refused (its connection closed) while the service says no. */
+  private async wakeForClient(live: LiveDatabase): Promise<void> {
+    if (live.power === 'running') return;
+    if (!(await this.opts.events.mayWake(live.id))) {
+      throw new Error(`database ${live.id} may not wake now (its credit is blocked)`);
+    }
     await this.wake(live);
   }
 
@@ -314,6 +323,24 @@ export class LocalDatabaseRuntime implements DatabaseRuntime {
       if (state.standby) await this.adopt(live, state.standby);
     }
     live.ready = true;
+  }
+
+  async stop(databaseId: string): Promise<void> {
+    const live = this.live.get(databaseId);
+    if (!live) return;
+    await this.serialize(live, async () => {
+      if (live.power === 'stopped' || !live.primary) return;
+      // Stopped before its servers are: the failover watchdog leaves it alone meanwhile.
+      live.power = 'stopped';
+      const env = await this.env();
+      for (const inst of [live.primary, live.standby]) {
+        if (!inst) continue;
+        await this.thaw(inst.id);
+        await this.engine(live.kind).stop(env, inst, 'fast');
+      }
+      this.opts.log.info({ id: live.id }, 'database stopped');
+      await this.reportPower(live);
+    });
   }
 
   async setPolicy(databaseId: string, policy: SuspendPolicy | null): Promise<void> {

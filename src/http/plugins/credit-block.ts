@@ -1,10 +1,12 @@
 /**
  * The one check of a blocked credit account (spec 3, 7.1): while an organization's credit
  * is at zero, every write of the control API answers 402 `credit-blocked`, except the
- * routes listed below. Reads (GET, HEAD) stay open. Public entrances (sign-in, device
- * code), the operator API and the S3 gateway carry no key-checked auth row and are not
- * concerned. It runs after the key and agent checks, before validation and the handler,
- * for the organization the request acts as (the managed one under delegation).
+ * routes listed below. Reads (GET, HEAD) stay open, but for the database tunnel (a GET
+ * that is a read-write connection: its route checks the block itself). Public entrances
+ * (sign-in, device code), the operator API and the S3 gateway carry no key-checked auth
+ * row and are not concerned. It runs after the key and agent checks, before validation
+ * and the handler, for the organization the request acts as (the managed one under
+ * delegation).
  */
 import type { FastifyInstance, FastifyRequest, preValidationHookHandler } from 'fastify';
 import { creditBlocked, creditBlockedError } from '../../services/billing/blocking.js';
@@ -16,9 +18,10 @@ const READS = new Set(['GET', 'HEAD', 'OPTIONS']);
  * Writes that pass a blocked account, by route: what stops spending (machine stop and
  * suspend), billing itself, what takes access away (revoking keys, SSH keys and tokens,
  * OAuth grants), signing a command-line client in (device approval, to reach billing),
- * and writes that only read: presigning a download of a bucket object, a read-only SQL
- * statement, handing out a database copy's URL, looking up an OAuth consent request.
- * The MCP endpoint passes: each tool call is judged as the route it runs.
+ * and writes that only read: presigning a download of a bucket object, looking up an
+ * OAuth consent request. The MCP endpoint passes: each tool call is judged as the route
+ * it runs. A blocked organization's databases are stopped, so nothing that connects to
+ * one passes: SQL (read-only too) and a copy's URL answer 402 like any write.
  */
 const REVOCATIONS = [
   '/v1/tokens/:id',
@@ -26,12 +29,7 @@ const REVOCATIONS = [
   '/v1/ssh/tokens/:id',
   '/v1/oauth/grants/:id',
 ];
-const OPEN_POSTS = [
-  '/v1/device/approve',
-  '/v1/resources/:name/url',
-  '/v1/oauth/consent/lookup',
-  '/v1/mcp',
-];
+const OPEN_POSTS = ['/v1/device/approve', '/v1/oauth/consent/lookup', '/v1/mcp'];
 const OPEN_WRITES: ((method: string, url: string, req: FastifyRequest) => boolean)[] = [
   (_m, url) => url.startsWith('/v1/billing/'),
   (m, url, req) =>
@@ -44,10 +42,6 @@ const OPEN_WRITES: ((method: string, url: string, req: FastifyRequest) => boolea
     m === 'POST' &&
     url === '/v1/buckets/:name/presign' &&
     (req.body as { op?: unknown } | undefined)?.op !== 'put',
-  (m, url, req) =>
-    m === 'POST' &&
-    url === '/v1/resources/:name/sql' &&
-    (req.body as { readOnly?: unknown } | undefined)?.readOnly === true,
 ];
 
 export function isOpenWhileBlocked(method: string, url: string, req: FastifyRequest): boolean {

@@ -14,19 +14,22 @@ import type { ServiceContext } from '../context.js';
 import { bookUsageDebits, type UsageDebit } from '../ledger.js';
 import { triggerRecharges } from '../payments/recharge.js';
 import { priceLists } from './prices.js';
-import { priceUsage, unitOf, windowStart } from './pricing.js';
+import { priceUsage, unitOf, windowMsOf, windowStart } from './pricing.js';
 import { USAGE_LOCK } from './record.js';
 import { STOP_BLOCKED_JOB } from './stop-blocked.js';
-
-export function windowMsOf(ctx: ServiceContext): number {
-  return ctx.config.billingWindowSeconds * 1000;
-}
 
 export interface BookedWindow {
   from: Date;
   to: Date;
   entries: number;
   blocked: string[];
+}
+
+/** The priced parts of an entry: `12.000 second × 7 micro-cents + 3.000 second × 9 …`. */
+function detailOf(kind: string, parts: { quantity: string; priceMicros: number }[]): string {
+  return parts
+    .map((p) => `${p.quantity} ${unitOf(kind)} × ${p.priceMicros} micro-cents`)
+    .join(' + ');
 }
 
 /** Books the next closed window that has usage, or moves the cursor to the open one. */
@@ -81,7 +84,7 @@ async function bookNextWindow(ctx: ServiceContext, tx: Tx): Promise<BookedWindow
       orgId: u.orgId,
       micros: -u.amountMicros,
       reference: u.kind,
-      detail: `${u.kind}: ${u.quantity} ${unitOf(u.kind)} × ${u.priceMicros} micro-cents`,
+      detail: `${u.kind}: ${detailOf(u.kind, u.parts!)}`,
     }));
   const {
     booked,

@@ -2,16 +2,19 @@
  * The durable work of billing: booking closed windows (enqueued now and then, deduplicated
  * so that many replicas keep one in the queue; a crash mid-booking leaves the job to
  * another worker, and the cursor to resume from) and stopping blocked organizations'
- * machines. Storage is metered on a ticker beside machines' running time.
+ * machines and databases. Metering and the projected balance's block share one tick.
  */
 import { z } from 'zod';
 import { defineJob, exponentialBackoff } from '../../jobs/catalogue.js';
 import { enqueue } from '../../jobs/queue.js';
 import type { ServiceContext } from '../context.js';
 import { everyInterval } from '../ticker.js';
-import { bookDue, windowMsOf } from './booking.js';
+import { bookDue } from './booking.js';
+import { windowMsOf } from './pricing.js';
 import { rechargeJob } from '../payments/recharge.js';
 import { meterStorage } from './meter-storage.js';
+import { meterRunning } from '../machines/metering.js';
+import { blockAtProjectedZero } from './projected.js';
 import { stopBlockedJob } from './stop-blocked.js';
 
 export const BOOK_JOB = 'billing.book';
@@ -43,12 +46,24 @@ async function enqueueIfDue(ctx: ServiceContext): Promise<void> {
 }
 
 /**
- * Meters storage every `meteringIntervalMs` and asks for a booking when a window has
- * closed (looked at every window, at least every minute); returns a stopper.
+ * One metering tick: records machines' running time and what is kept, then blocks the
+ * organizations whose projected balance this took to zero (projected.ts). The block
+ * therefore comes within one tick (`PIER_METERING_INTERVAL_MS`, 60 s by default) of the
+ * projected balance reaching zero.
+ */
+export async function meteringTick(ctx: ServiceContext): Promise<void> {
+  await meterRunning(ctx.db);
+  await meterStorage(ctx.db);
+  await blockAtProjectedZero(ctx);
+}
+
+/**
+ * Meters every `meteringIntervalMs` and asks for a booking when a window has closed
+ * (looked at every window, at least every minute); returns a stopper.
  */
 export function scheduleBilling(ctx: ServiceContext): () => void {
-  const stopMeter = everyInterval(ctx.log, 'storage metering', ctx.config.meteringIntervalMs, () =>
-    meterStorage(ctx.db),
+  const stopMeter = everyInterval(ctx.log, 'metering', ctx.config.meteringIntervalMs, () =>
+    meteringTick(ctx),
   );
   const stopBook = everyInterval(
     ctx.log,

@@ -7,9 +7,8 @@ import type { Preview } from '../../contracts/billing.js';
 import { USAGE_KIND_NAMES } from '../../contracts/usage-kinds.js';
 import { badRequest } from '../../errors/api-error.js';
 import type { ServiceContext } from '../context.js';
-import { windowMsOf } from './booking.js';
 import { listInForce, priceLists } from './prices.js';
-import { priceUsage, pricedFromOf, unitOf, windowStart } from './pricing.js';
+import { priceUsage, pricedFromOf, unitOf, windowMsOf } from './pricing.js';
 
 /** Micro-cents as cents, exact to the micro-cent (a JSON number). */
 const cents = (micros: bigint) => Number(micros) / 1e6;
@@ -31,10 +30,8 @@ export async function previewOf(
   const usage = await priceUsage(ctx.db, { from, to, windowMs, lists, orgId });
   const { pricedFrom, reason } = pricedFromOf(account?.created_at ?? null, lists, windowMs);
   const unpriced = reason ?? (pricedFrom! >= to ? 'before-credit' : undefined);
-  // The price of each kind shown: the list in force in the period's last window.
-  const last = unpriced
-    ? undefined
-    : listInForce(lists, windowStart(new Date(to.getTime() - 1), windowMs));
+  // The price of each kind shown: the list in force at the period's end.
+  const last = unpriced ? undefined : listInForce(lists, new Date(to.getTime() - 1));
 
   // Every kind, and kinds recorded once that pier no longer knows.
   const kinds = [...new Set<string>([...USAGE_KIND_NAMES, ...usage.map((u) => u.kind)])];

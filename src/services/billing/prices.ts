@@ -1,12 +1,14 @@
 /**
  * The operator's price list (CONTRACT 2 `PUT /admin/v1/prices`): integer micro-cents per
- * unit of each usage kind. Every list is kept: a booking window is priced with the list
- * in force at its start, so a new list takes effect at the next window boundary, never in
- * the middle of a window, and a past window is priced the same whenever it is asked.
+ * unit of each usage kind. Every list is kept: usage is priced with the list in force when
+ * it was recorded (pricing.ts), so a new list applies from the moment it is decided, and
+ * past usage is priced the same whenever it is asked.
  */
 import type { PriceList, PricesBody } from '../../contracts/billing.js';
 import { USAGE_KINDS, USAGE_KIND_NAMES } from '../../contracts/usage-kinds.js';
+import { sql } from 'kysely';
 import type { Executor } from '../../store/db.js';
+import { withUsageLock } from './record.js';
 
 export interface StoredPriceList {
   prices: Record<string, number>;
@@ -52,14 +54,24 @@ export async function pricedKinds(ex: Executor): Promise<string[]> {
   return newest ? Object.keys(newest.prices).sort() : [];
 }
 
+/**
+ * Decides a new list. Its moment is taken as usage's is (record.ts): under the writers'
+ * lock, so a booker never books a window that a list committed later would have priced
+ * differently; to the millisecond, as the pricing function compares it.
+ */
 export async function setPrices(ex: Executor, body: PricesBody): Promise<PriceList> {
   const prices = Object.fromEntries(
     Object.entries(body.prices).filter((e): e is [string, number] => e[1] !== undefined),
   );
-  const row = await ex
-    .insertInto('price_lists')
-    .values({ prices: JSON.stringify(prices) })
-    .returning(['prices', 'decided_at'])
-    .executeTakeFirstOrThrow();
+  const row = await withUsageLock(ex, (tx) =>
+    tx
+      .insertInto('price_lists')
+      .values({
+        prices: JSON.stringify(prices),
+        decided_at: sql<Date>`date_trunc('milliseconds', clock_timestamp())`,
+      })
+      .returning(['prices', 'decided_at'])
+      .executeTakeFirstOrThrow(),
+  );
   return answer({ prices: row.prices, decidedAt: row.decided_at });
 }

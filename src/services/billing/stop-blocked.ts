@@ -1,10 +1,13 @@
 /**
- * When credit blocks an organization, its machines stop (spec 1 behaviour 4, spec 3): a
- * durable job enqueued in the booking transaction that blocked it, so a crash between
- * the block and the stops only delays them. Machines are stopped, not deleted: their
- * desired state becomes `stopped`, so nothing restarts them on its own after a grant;
- * the customer starts them again. A machine in the middle of another action is tried
- * again by the job's retry.
+ * When credit blocks an organization, its machines and databases stop (spec 1 behaviour
+ * 4, spec 3, 4.3: a database is a machine too): a durable job enqueued in the
+ * transaction that blocked it (a booking, or the projected balance's check), so a crash
+ * between the block and the stops only delays them. Machines are stopped, not deleted:
+ * their desired state becomes `stopped`, so nothing restarts them on its own after a
+ * grant; the customer starts them again. Databases are stopped with their data kept;
+ * their fronts refuse to wake them while the block lasts, and the first connection after
+ * it wakes them as any sleeping database. A machine in the middle of another action is
+ * tried again by the job's retry.
  */
 import { z } from 'zod';
 import { ApiError } from '../../errors/api-error.js';
@@ -18,9 +21,16 @@ export const STOP_BLOCKED_JOB = 'billing.stop-blocked';
 /** States a blocked organization's machine leaves by a stop. */
 const STOPPABLE = ['running', 'suspended', 'starting', 'stopping', 'suspending'];
 
-export async function stopBlockedMachines(ctx: ServiceContext, orgId: string): Promise<number> {
+export async function stopBlocked(ctx: ServiceContext, orgId: string): Promise<number> {
   // Credit added in the meantime: nothing to stop.
   if (!(await creditBlocked(ctx.db, orgId))) return 0;
+  const databases = await ctx.db
+    .selectFrom('databases')
+    .select('id')
+    .where('org_id', '=', orgId)
+    .where('power', '<>', 'stopped')
+    .execute();
+  for (const { id } of databases) await ctx.databases.stop(id);
   const rows = await ctx.db
     .selectFrom('machines')
     .select('id')
@@ -35,7 +45,7 @@ export async function stopBlockedMachines(ctx: ServiceContext, orgId: string): P
     });
   }
   if (busy > 0) throw new Error(`${busy} machine(s) busy; the stop is tried again`);
-  return rows.length;
+  return databases.length + rows.length;
 }
 
 export function stopBlockedJob(get: () => ServiceContext) {
@@ -45,7 +55,7 @@ export function stopBlockedJob(get: () => ServiceContext) {
     maxAttempts: 20,
     backoffMs: exponentialBackoff(1000, 60_000),
     async run({ orgId }) {
-      await stopBlockedMachines(get(), orgId);
+      await stopBlocked(get(), orgId);
     },
   });
 }

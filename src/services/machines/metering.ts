@@ -6,13 +6,11 @@
  * records every running machine up to now, and every transition out of `running` records
  * the machine first, so no second is recorded twice or lost, whatever the tick's period.
  * Events are written under the usage lock (services/billing/record.ts), so booking never
- * misses one.
+ * misses one. The metering tick is billing's (services/billing/jobs.ts).
  */
 import { sql } from 'kysely';
 import type { Executor } from '../../store/db.js';
 import { withUsageLock } from '../billing/record.js';
-import type { ServiceContext } from '../context.js';
-import { everyInterval } from '../ticker.js';
 
 export const RUNNING_SECONDS = 'machine_running_seconds';
 
@@ -43,9 +41,4 @@ export async function meterRunning(ex: Executor, machineId?: string): Promise<nu
       WHERE seconds > 0`.execute(tx);
     return Number(res.numAffectedRows ?? 0);
   });
-}
-
-/** Records every running machine every `everyMs`; returns a stopper. */
-export function scheduleMetering(ctx: ServiceContext, everyMs = 60_000): () => void {
-  return everyInterval(ctx.log, 'metering', everyMs, () => meterRunning(ctx.db));
 }

@@ -13,6 +13,7 @@ import type { ServiceContext } from '../context.js';
 import { requirePaymentProvider } from './index.js';
 import { BadSignature, type ProviderEvent } from './provider.js';
 import { settleTopup } from './settle.js';
+import { windowMsOf } from '../billing/pricing.js';
 
 export async function receiveProviderEvent(
   ctx: ServiceContext,
@@ -43,6 +44,7 @@ export async function receiveProviderEvent(
 async function act(ctx: ServiceContext, tx: Tx, event: ProviderEvent): Promise<void> {
   if (event.type === 'other' || !event.topupId) return;
   const at = ctx.clock();
+  const windowMs = windowMsOf(ctx);
   if (event.type === 'charge-paid') {
     const t = await tx
       .selectFrom('topups')
@@ -50,7 +52,8 @@ async function act(ctx: ServiceContext, tx: Tx, event: ProviderEvent): Promise<v
       .where('id', '=', event.topupId)
       .where('origin', '=', 'auto-recharge')
       .executeTakeFirst();
-    if (t) await settleTopup(tx, t.id, at, event.paymentIntentId);
+    if (t)
+      await settleTopup(tx, { id: t.id, at, windowMs, paymentIntentId: event.paymentIntentId });
     return;
   }
   const t = await tx
@@ -66,7 +69,7 @@ async function act(ctx: ServiceContext, tx: Tx, event: ProviderEvent): Promise<v
     );
     return;
   }
-  await settleTopup(tx, t.id, at);
+  await settleTopup(tx, { id: t.id, at, windowMs });
   if (event.paymentMethodId) {
     await tx
       .updateTable('payment_accounts')

@@ -24,6 +24,7 @@ import { getCreditAccount } from '../billing.js';
 import { paymentProviderOf } from './index.js';
 import type { ChargeOutcome } from './provider.js';
 import { failTopup, settleTopup } from './settle.js';
+import { windowMsOf } from '../billing/pricing.js';
 
 export const RECHARGE_JOB = 'billing.auto-recharge';
 const RECHARGE_ATTEMPTS = 8;
@@ -129,8 +130,15 @@ export async function runRecharge(
       : { state: 'failed', reason: 'no payment provider or no saved payment method' };
   await ctx.db.transaction().execute(async (tx) => {
     const at = ctx.clock();
-    if (outcome.state === 'paid') await settleTopup(tx, topupId, at, outcome.paymentIntentId);
-    else if (outcome.state === 'failed') await failTopup(tx, topupId, at);
+    if (outcome.state === 'paid') {
+      const windowMs = windowMsOf(ctx);
+      await settleTopup(tx, {
+        id: topupId,
+        at,
+        windowMs,
+        paymentIntentId: outcome.paymentIntentId,
+      });
+    } else if (outcome.state === 'failed') await failTopup(tx, topupId, at);
     // Processing: the provider's payment_intent.succeeded event settles it (events.ts).
     else {
       await tx

@@ -13,10 +13,9 @@ import { addLedgerEntry } from '../ledger.js';
 
 export async function settleTopup(
   tx: Tx,
-  topupId: string,
-  at: Date,
-  paymentIntentId?: string,
+  topup: { id: string; at: Date; windowMs: number; paymentIntentId?: string },
 ): Promise<LedgerEntry | undefined> {
+  const { id: topupId, at, paymentIntentId } = topup;
   const t = await tx
     .updateTable('topups')
     .set({
@@ -44,6 +43,7 @@ export async function settleTopup(
     reference: t.id,
     detail: t.origin === 'checkout' ? 'top-up (checkout)' : 'auto-recharge',
     at,
+    windowMs: topup.windowMs,
   });
 }
 

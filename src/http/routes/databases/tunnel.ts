@@ -18,6 +18,7 @@ import type { WebSocket } from 'ws';
 import { databaseParams as params } from '../../../contracts/databases.js';
 import { ApiError } from '../../../errors/api-error.js';
 import { AuthEnded } from '../../../services/authenticator.js';
+import { assertCreditOpen } from '../../../services/billing/blocking.js';
 import {
   admitTunnel,
   TUNNEL_LIMITS,
@@ -52,6 +53,9 @@ export function databaseTunnelRoutes(root: FastifyInstance, { ctx, rateLimiter }
       params,
     },
     preHandler: async (req) => {
+      // A GET, yet a read-write connection that would wake the database: refused while
+      // the credit is blocked (the database is stopped then), upgraded or not.
+      await assertCreditOpen(ctx.db, principalOf(req).orgId);
       if (!req.ws) return; // the handler answers 426
       const tunnel = await admitTunnel(ctx, rateLimiter, principalOf(req).orgId, req.params.name);
       req.databaseTunnel = tunnel;
