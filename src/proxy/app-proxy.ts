@@ -9,9 +9,10 @@ import type { Duplex } from 'node:stream';
 import { ApiError } from '../errors/api-error.js';
 import { answerError, answerErrorRaw } from './answer.js';
 import { exchange, type ExchangeContext } from './forward.js';
-import { normalizePublicHost, parseAppHost, type AppAddress } from './host.js';
+import { hostName, normalizePublicHost, parseAppHost, type AppAddress } from './host.js';
 import { TargetPicker } from './picker.js';
 import { answerVerdict, answerVerdictRaw, type AccessGate } from './protection.js';
+import { confineHeadCookies } from './set-cookie.js';
 import { connectTo, splice } from './tunnel.js';
 import type { AppProxyOptions, ProxyLog, ProxyTarget, ProxyTargets } from './types.js';
 
@@ -27,6 +28,8 @@ export class AppProxy {
   private readonly trustForwarded: boolean;
   private readonly resolveHost: AppProxyOptions['resolveHost'];
   private readonly gate: AccessGate | undefined;
+  /** Names no app's cookie may reach: the public host (and the apps' domain). */
+  private readonly guardedHosts: readonly string[];
   // Kept-alive connections to machines: most of the proxy's cost saved on busy apps.
   private readonly agent = new http.Agent({
     keepAlive: true,
@@ -46,11 +49,13 @@ export class AppProxy {
     this.trustForwarded = options.trustForwarded ?? false;
     this.resolveHost = options.resolveHost;
     this.gate = options.gate;
+    this.guardedHosts = [this.publicHost];
     this.exchangeContext = {
       agent: this.agent,
       connectTimeoutMs: this.connectTimeoutMs,
       responseTimeoutMs: this.responseTimeoutMs,
       trustForwarded: this.trustForwarded,
+      guardedHosts: this.guardedHosts,
       onConnected: (target) => this.touch(target),
     };
   }
@@ -130,6 +135,11 @@ export class AppProxy {
       splice(req, socket, head, upstream.socket, {
         responseTimeoutMs: this.responseTimeoutMs,
         trustForwarded: this.trustForwarded,
+        rewriteHead: (h) =>
+          confineHeadCookies(h, {
+            host: hostName(req.headers.host ?? ''),
+            guarded: this.guardedHosts,
+          }),
         onTraffic: () => this.touch(upstream.target),
       });
     } catch (err) {
