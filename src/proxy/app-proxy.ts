@@ -18,6 +18,7 @@ import type { AppProxyOptions, ProxyLog, ProxyTarget, ProxyTargets } from './typ
 
 /** Routes app hosts to the app's machines; one per process, shared by every request. */
 export class AppProxy {
+  /** The host apps' default addresses end in: the public host, or PIER_APPS_DOMAIN. */
   private readonly publicHost: string;
   private readonly targets: ProxyTargets;
   private readonly log: ProxyLog;
@@ -40,7 +41,7 @@ export class AppProxy {
   private readonly tunnels = new Set<Duplex>();
 
   constructor(options: AppProxyOptions) {
-    this.publicHost = normalizePublicHost(options.publicHost);
+    this.publicHost = normalizePublicHost(options.appsDomain ?? options.publicHost);
     this.targets = options.targets;
     this.log = options.log;
     this.picker = new TargetPicker(options.targets, options.log);
@@ -49,7 +50,7 @@ export class AppProxy {
     this.trustForwarded = options.trustForwarded ?? false;
     this.resolveHost = options.resolveHost;
     this.gate = options.gate;
-    this.guardedHosts = [this.publicHost];
+    this.guardedHosts = [...new Set([normalizePublicHost(options.publicHost), this.publicHost])];
     this.exchangeContext = {
       agent: this.agent,
       connectTimeoutMs: this.connectTimeoutMs,

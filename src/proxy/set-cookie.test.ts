@@ -143,3 +143,22 @@ describe('through the proxy', () => {
     );
   });
 });
+
+describe('apps on a domain of their own (PIER_APPS_DOMAIN)', () => {
+  it('routes <app>.<apps domain>, leaves the public host to the API, guards both', async () => {
+    const targets = new ScriptedTargets();
+    const port = await rawMachine(
+      'HTTP/1.1 200 OK\r\n' +
+        'Set-Cookie: a=1; Domain=apps.test\r\nSet-Cookie: b=2; Domain=pier.test\r\n' +
+        'Content-Length: 2\r\n\r\nok',
+    );
+    targets.apps.set('shop', [target('m1', port)]);
+    const { port: frontPort, proxy } = await front(targets, { appsDomain: 'apps.test' });
+    expect(proxy.appFromHost('shop.apps.test')).toBe('shop');
+    expect(proxy.appFromHost('shop.pier.test')).toBeUndefined();
+    expect((await send(frontPort, 'shop.pier.test')).text).toBe('api');
+    const res = await send(frontPort, 'shop.apps.test');
+    expect(res.text).toBe('ok');
+    expect(res.headers['set-cookie']).toEqual(['a=1', 'b=2']);
+  });
+});

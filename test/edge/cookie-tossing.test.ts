@@ -140,7 +140,8 @@ describe.skipIf(!canRunMachines)('an app’s hostile cookies', () => {
     const cookies = await page.context().cookies();
     // Whatever the app set stayed on its own host.
     for (const c of cookies.filter((c) => c.value === 'planted' || c.name === 'pier_console')) {
-      if (c.domain !== PUBLIC_HOST) expect(c.domain, JSON.stringify(c)).toBe(`tosser.${PUBLIC_HOST}`);
+      if (c.domain !== PUBLIC_HOST)
+        expect(c.domain, JSON.stringify(c)).toBe(`tosser.${PUBLIC_HOST}`);
     }
     expect(cookies.filter((c) => c.domain.startsWith('.'))).toEqual([]);
 
