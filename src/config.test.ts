@@ -2,6 +2,18 @@ import { describe, expect, it } from 'vitest';
 import { configFromEnv, mergeConfig, resolveConfig, servicesUrl } from './config.js';
 
 describe('config', () => {
+  it('reads PIER_APPS_DOMAIN, a DNS name', () => {
+    expect(resolveConfig(configFromEnv({ PIER_APPS_DOMAIN: 'apps.example.net' })).appsDomain).toBe(
+      'apps.example.net',
+    );
+    expect(resolveConfig(configFromEnv({})).appsDomain).toBeUndefined();
+    for (const bad of ['https://apps.example.net', 'apps.example.net:8080', '-x.example']) {
+      expect(() => resolveConfig(configFromEnv({ PIER_APPS_DOMAIN: bad })), bad).toThrow(
+        /appsDomain/,
+      );
+    }
+  });
+
   it('has the defaults of CONTRACT 1', () => {
     const c = resolveConfig({});
     expect(c.listen).toBe('127.0.0.1:8080');

@@ -23,6 +23,18 @@ export const configSchema = z.object({
   databaseUrl: z.string().url().optional(),
   /** Base of every URL the platform hands out; defaults to http://LISTEN. */
   publicUrl: z.string().url().optional(),
+  /**
+   * The domain apps' default addresses live under (`<app>.<apps domain>`), instead of the
+   * public URL's host: a domain of their own keeps apps off the console's site, and so
+   * off its cookies (docs/architecture.md, "Cookies"). Env `PIER_APPS_DOMAIN`.
+   */
+  appsDomain: z
+    .string()
+    .regex(
+      /^(?=.{1,253}$)([a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)(\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*$/i,
+      'a DNS name',
+    )
+    .optional(),
   /** Bearer of the operator API; absent = generated into DATA_DIR/operator-token. */
   operatorToken: z.string().min(16).optional(),
   /**
@@ -274,6 +286,7 @@ export function configFromEnv(env: NodeJS.ProcessEnv): ConfigInput {
     serverDir: pick('PIER_SERVER_DIR'),
     databaseUrl: pick('PIER_DATABASE_URL'),
     publicUrl: pick('PIER_PUBLIC_URL'),
+    appsDomain: pick('PIER_APPS_DOMAIN'),
     operatorToken: pick('PIER_OPERATOR_TOKEN'),
     allowPrivateTargets: pick('PIER_ALLOW_PRIVATE_TARGETS') === '1',
     trustedRegistries: pick('PIER_TRUSTED_REGISTRIES')

@@ -113,7 +113,7 @@ export class ConsoleRouter {
 
   /** Resolves the session of a request, or undefined when it has none (or it ended). */
   async sessionOf(req: FastifyRequest): Promise<Session | undefined> {
-    const token = sessionKeyOf(req);
+    const token = sessionKeyOf(req, this.env.publicUrl);
     if (!token) return undefined;
     const api = new ConsoleApi(this.env.app, token, req.ip);
     try {

@@ -9,13 +9,19 @@ import { timestampSchema } from './common.js';
 /** The request header that carries an access token to a protected app. */
 export const ACCESS_TOKEN_HEADER = 'Pier-Access-Token';
 
+/** The shortest password an app may be protected with (guesses are limited too). */
+export const PROTECTION_PASSWORD_MIN = 12;
+
 export const protectionModeSchema = z.enum(['public', 'password', 'signed']);
 export type ProtectionMode = z.infer<typeof protectionModeSchema>;
 
 export const setProtectionBody = z.strictObject({
   mode: protectionModeSchema,
-  /** Password mode only; when absent, pier generates one and answers it once. */
-  password: z.string().min(8).max(256).optional(),
+  /**
+   * Password mode only; when absent, pier generates one and answers it once. At least
+   * `PROTECTION_PASSWORD_MIN` characters, like the console's own passwords (docs/api.md).
+   */
+  password: z.string().min(PROTECTION_PASSWORD_MIN).max(256).optional(),
 });
 export type SetProtectionBody = z.infer<typeof setProtectionBody>;
 

@@ -78,6 +78,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   // `Host: <app>.<public host>` goes to the app's machines, before any API routing.
   const proxy = new AppProxy({
     publicHost: deps.config.publicUrl,
+    ...(deps.config.appsDomain ? { appsDomain: deps.config.appsDomain } : {}),
     targets: new MachineTargets(deps.ctx),
     log: app.log.child({ component: 'proxy' }),
     // Custom domains and zone names, and HTTP→HTTPS where the TLS edge has a certificate.

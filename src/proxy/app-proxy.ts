@@ -9,14 +9,16 @@ import type { Duplex } from 'node:stream';
 import { ApiError } from '../errors/api-error.js';
 import { answerError, answerErrorRaw } from './answer.js';
 import { exchange, type ExchangeContext } from './forward.js';
-import { normalizePublicHost, parseAppHost, type AppAddress } from './host.js';
+import { hostName, normalizePublicHost, parseAppHost, type AppAddress } from './host.js';
 import { TargetPicker } from './picker.js';
 import { answerVerdict, answerVerdictRaw, type AccessGate } from './protection.js';
+import { confineHeadCookies } from './set-cookie.js';
 import { connectTo, splice } from './tunnel.js';
 import type { AppProxyOptions, ProxyLog, ProxyTarget, ProxyTargets } from './types.js';
 
 /** Routes app hosts to the app's machines; one per process, shared by every request. */
 export class AppProxy {
+  /** The host apps' default addresses end in: the public host, or PIER_APPS_DOMAIN. */
   private readonly publicHost: string;
   private readonly targets: ProxyTargets;
   private readonly log: ProxyLog;
@@ -27,6 +29,8 @@ export class AppProxy {
   private readonly trustForwarded: boolean;
   private readonly resolveHost: AppProxyOptions['resolveHost'];
   private readonly gate: AccessGate | undefined;
+  /** Names no app's cookie may reach: the public host (and the apps' domain). */
+  private readonly guardedHosts: readonly string[];
   // Kept-alive connections to machines: most of the proxy's cost saved on busy apps.
   private readonly agent = new http.Agent({
     keepAlive: true,
@@ -37,7 +41,7 @@ export class AppProxy {
   private readonly tunnels = new Set<Duplex>();
 
   constructor(options: AppProxyOptions) {
-    this.publicHost = normalizePublicHost(options.publicHost);
+    this.publicHost = normalizePublicHost(options.appsDomain ?? options.publicHost);
     this.targets = options.targets;
     this.log = options.log;
     this.picker = new TargetPicker(options.targets, options.log);
@@ -46,11 +50,13 @@ export class AppProxy {
     this.trustForwarded = options.trustForwarded ?? false;
     this.resolveHost = options.resolveHost;
     this.gate = options.gate;
+    this.guardedHosts = [...new Set([normalizePublicHost(options.publicHost), this.publicHost])];
     this.exchangeContext = {
       agent: this.agent,
       connectTimeoutMs: this.connectTimeoutMs,
       responseTimeoutMs: this.responseTimeoutMs,
       trustForwarded: this.trustForwarded,
+      guardedHosts: this.guardedHosts,
       onConnected: (target) => this.touch(target),
     };
   }
@@ -130,6 +136,11 @@ export class AppProxy {
       splice(req, socket, head, upstream.socket, {
         responseTimeoutMs: this.responseTimeoutMs,
         trustForwarded: this.trustForwarded,
+        rewriteHead: (h) =>
+          confineHeadCookies(h, {
+            host: hostName(req.headers.host ?? ''),
+            guarded: this.guardedHosts,
+          }),
         onTraffic: () => this.touch(upstream.target),
       });
     } catch (err) {

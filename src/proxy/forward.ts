@@ -8,6 +8,7 @@ import http from 'node:http';
 import { ApiError } from '../errors/api-error.js';
 import { answerError } from './answer.js';
 import { downstreamResponseHeaders, upstreamRequestHeaders } from './headers.js';
+import { hostName } from './host.js';
 import { ConnectFailure, asConnectFailure } from './picker.js';
 import type { ProxyTarget } from './types.js';
 
@@ -17,6 +18,8 @@ export interface ExchangeContext {
   connectTimeoutMs: number;
   responseTimeoutMs: number;
   trustForwarded: boolean;
+  /** Names no app's cookie may reach (set-cookie.ts): the public host, the apps' domain. */
+  guardedHosts: readonly string[];
   /** Called once the connection to the machine is up. */
   onConnected(target: ProxyTarget): void;
 }
@@ -97,7 +100,10 @@ export function exchange(
       res.writeHead(
         upRes.statusCode ?? 502,
         upRes.statusMessage,
-        downstreamResponseHeaders(upRes.rawHeaders),
+        downstreamResponseHeaders(upRes.rawHeaders, {
+          host: hostName(req.headers.host ?? ''),
+          guarded: ctx.guardedHosts,
+        }),
       );
       upRes.pipe(res);
       // A machine that dies mid-answer leaves a truncated reply; cutting the client's

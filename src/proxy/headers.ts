@@ -6,6 +6,7 @@
  */
 import type { IncomingMessage } from 'node:http';
 import type { TLSSocket } from 'node:tls';
+import { confineSetCookies, type CookieScope } from './set-cookie.js';
 
 const HOP_BY_HOP = new Set([
   'connection',
@@ -94,7 +95,10 @@ export function upstreamRequestHeaders(
   return out;
 }
 
-/** The headers sent back to the client: the machine's end-to-end headers, in order. */
-export function downstreamResponseHeaders(raw: string[]): string[] {
-  return endToEnd(raw);
+/**
+ * The headers sent back to the client: the machine's end-to-end headers, in order, with
+ * its cookies kept on the app's own host (set-cookie.ts).
+ */
+export function downstreamResponseHeaders(raw: string[], cookies: CookieScope): string[] {
+  return confineSetCookies(endToEnd(raw), cookies);
 }

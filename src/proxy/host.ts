@@ -38,6 +38,11 @@ function stripPort(host: string): string {
   return colon === -1 ? host : host.slice(0, colon);
 }
 
+/** The host name of a `Host` header: lower case, without port or trailing dot. */
+export function hostName(hostHeader: string): string {
+  return stripPort(hostHeader.toLowerCase()).replace(/\.$/, '');
+}
+
 /**
  * Parses a `Host` header against the normalized public host. The port of the header is
  * ignored: behind a balancer the public port and the listener's port differ, and
@@ -50,7 +55,7 @@ export function parseAppHost(
   publicHost: string,
 ): AppAddress | undefined {
   if (!hostHeader) return undefined;
-  const host = stripPort(hostHeader.toLowerCase()).replace(/\.$/, '');
+  const host = hostName(hostHeader);
   const suffix = '.' + publicHost;
   if (host.length <= suffix.length || !host.endsWith(suffix)) return undefined;
   const labels = host.slice(0, -suffix.length).split('.');

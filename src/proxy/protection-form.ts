@@ -13,7 +13,10 @@ const escape = (s: string) =>
     (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!,
   );
 
-export function passwordForm(app: string, next: string, wrong: boolean): string {
+export const WRONG_PASSWORD = 'That password is not right.';
+
+/** The form; `notice` (a wrong password, too many tries) is shown above it. */
+export function passwordForm(app: string, next: string, notice = ''): string {
   return `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width">
 <title>${escape(app)}: password</title>
@@ -22,7 +25,7 @@ input,button{font:inherit;padding:.4rem;width:100%;box-sizing:border-box;margin:
 </head><body>
 <h1>${escape(app)}</h1>
 <p>This app is protected by a password.</p>
-${wrong ? '<p role="alert"><strong>That password is not right.</strong></p>' : ''}
+${notice ? `<p role="alert"><strong>${escape(notice)}</strong></p>` : ''}
 <form method="post" action="${LOGIN_PATH}">
 <input type="hidden" name="next" value="${escape(next)}">
 <label>Password <input type="password" name="password" autocomplete="current-password" autofocus required></label>

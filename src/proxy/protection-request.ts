@@ -22,13 +22,18 @@ const pairs = (header: string) =>
     .map((p) => p.trim())
     .filter(Boolean);
 
-/** The value of cookie `name`, if the request sends one. */
-export function firstCookie(req: http.IncomingMessage, name: string): string | undefined {
+/**
+ * Every value of cookie `name` the request sends. A browser sends several when cookies of
+ * one name were set for different paths or domains (one tossed by a neighbour, say), in an
+ * order the setter can influence; so every one is judged, not only the first.
+ */
+export function cookieValues(req: http.IncomingMessage, name: string): string[] {
+  const values: string[] = [];
   for (const p of pairs(req.headers.cookie ?? '')) {
     const eq = p.indexOf('=');
-    if (eq > 0 && p.slice(0, eq) === name) return p.slice(eq + 1);
+    if (eq > 0 && p.slice(0, eq) === name) values.push(p.slice(eq + 1));
   }
-  return undefined;
+  return values;
 }
 
 /** Removes cookie `name` from every `Cookie` header (and the header, if nothing is left). */
@@ -57,4 +62,33 @@ export function readSmallBody(req: http.IncomingMessage, limit: number): Promise
     req.on('end', () => resolve(Buffer.concat(chunks).toString('utf8').slice(0, limit)));
     req.on('error', reject);
   });
+}
+
+/**
+ * A request target (or a form's `next`) as a URL on the app's own host, for redirects
+ * that must stay there: an absolute-form target (`http://evil.example/x`) keeps only its
+ * path and query, and the path is parsed as browsers parse a `Location` (`\` is `/`, tabs
+ * vanish, dot segments resolve) before its leading slashes collapse into one, so
+ * `//evil.example`, `/\evil.example` or `/..//evil.example` can never name another host.
+ * Anything else that is not a path becomes `/`.
+ */
+export function sameHostUrl(target: string | null | undefined): URL {
+  const base = 'http://app.invalid';
+  let url: URL;
+  try {
+    url = target?.startsWith('/') ? new URL(base + target) : new URL(target ?? '/');
+  } catch {
+    url = new URL(base + '/');
+  }
+  if (url.origin !== base && !/^https?:$/.test(url.protocol)) url = new URL(base + '/');
+  const local = new URL(base);
+  local.pathname = url.pathname.replace(/^\/+/, '/');
+  local.search = url.search;
+  return local;
+}
+
+/** The path and query of `sameHostUrl(target)`: a `Location` that stays on the app. */
+export function sameHostPath(target: string | null | undefined): string {
+  const url = sameHostUrl(target);
+  return url.pathname + url.search;
 }

@@ -22,6 +22,7 @@ import type { TLSSocket } from 'node:tls';
 import { ACCESS_TOKEN_HEADER } from '../contracts/protection.js';
 import { verifyPassword } from '../crypto/password.js';
 import { ApiError } from '../errors/api-error.js';
+import { RateLimiter } from '../services/rate-limit.js';
 import type { ServiceContext } from '../services/context.js';
 import { onProtectionChange, PROTECTION_KIND } from '../services/apps/protection-events.js';
 import { protectionState, type ProtectionState } from '../services/apps/protection.js';
@@ -31,12 +32,30 @@ import {
   verifySigned,
   type Grant,
 } from '../services/apps/protection-signing.js';
-import { LOGIN_PATH, passwordForm } from './protection-form.js';
-import { dropCookie, dropHeader, firstCookie, readSmallBody } from './protection-request.js';
+import { LOGIN_PATH, passwordForm, WRONG_PASSWORD } from './protection-form.js';
+import {
+  cookieValues,
+  dropCookie,
+  dropHeader,
+  readSmallBody,
+  sameHostPath,
+  sameHostUrl,
+} from './protection-request.js';
 
 /** How long a password or a visited link keeps a browser in (a link's own expiry is sooner). */
 const COOKIE_TTL_S = 12 * 3600;
 const CACHE_TTL_MS = 30_000;
+
+/**
+ * Wrong passwords (Basic or the form) one address, and one app from every address, may
+ * send in a window; past either, password attempts answer 429 with `Retry-After` until
+ * the window ends, the right password too (else a refusal would tell a guess apart).
+ * Counted in this process's memory, like the API's per-address limits.
+ */
+export const PASSWORD_GUESSES = {
+  perAddress: { limit: 10, windowMs: 10 * 60_000 },
+  perApp: { limit: 100, windowMs: 10 * 60_000 },
+};
 
 /** What the gate decided: pass the request on, or answer it with this. */
 export type GateVerdict =
@@ -54,10 +73,28 @@ interface Cached {
   goodPasswords: Set<string>;
 }
 
+/**
+ * What the access cookies handed out by a password or a token (not by a link) are bound
+ * to: the password's hash in password mode, the mode in signed mode. A new password, or a
+ * switch of mode, so ends every such cookie issued before it; links keep theirs (a link
+ * lives on across modes until it is deleted or the secret rotated).
+ */
+function sessionBinding(state: ProtectionState): string {
+  if (state.mode !== 'password') return state.mode;
+  return (
+    'password:' +
+    createHash('sha256')
+      .update(state.passwordHash ?? '')
+      .digest('base64url')
+  );
+}
+
 const PASS: GateVerdict = { pass: true };
 
 export class ProtectionGate implements AccessGate {
   private readonly cache = new Map<string, Cached>();
+  /** Wrong passwords per address and per app (`PASSWORD_GUESSES`). */
+  private readonly guesses = new RateLimiter();
 
   constructor(private readonly ctx: ServiceContext) {
     onProtectionChange(ctx, (app) => this.cache.delete(app));
@@ -80,12 +117,25 @@ export class ProtectionGate implements AccessGate {
   }
 
   async check(req: http.IncomingMessage, app: string, upgrade: boolean): Promise<GateVerdict> {
+    try {
+      return await this.judge(req, app, upgrade);
+    } catch (err) {
+      if (!(err instanceof ApiError) || err.code !== 'rate-limited') throw err;
+      return tooMany(req, app, err);
+    }
+  }
+
+  private async judge(
+    req: http.IncomingMessage,
+    app: string,
+    upgrade: boolean,
+  ): Promise<GateVerdict> {
     const entry = this.load(app);
     const state = await entry.state;
     if (!state) return PASS;
     const now = Math.floor(Date.now() / 1000);
-    // Concatenated, not resolved: a path of `//x` must stay a path, not become a host.
-    const url = new URL(`http://app.invalid${req.url?.startsWith('/') ? req.url : '/'}`);
+    // On the app's own host whatever the target says: the 303 below goes to its path.
+    const url = sameHostUrl(req.url);
     const secure = !!(req.socket as Partial<TLSSocket>).encrypted;
 
     if (state.mode === 'password' && url.pathname === LOGIN_PATH && !upgrade) {
@@ -106,14 +156,14 @@ export class ProtectionGate implements AccessGate {
       dropHeader(req, ACCESS_TOKEN_HEADER);
       return PASS;
     }
-    const cookie = firstCookie(req, ACCESS_PARAM);
-    if (cookie !== undefined && this.valid(state, cookie, now, ['cookie'])) {
+    const cookies = cookieValues(req, ACCESS_PARAM);
+    if (cookies.some((cookie) => this.valid(state, cookie, now, ['cookie']))) {
       dropCookie(req, ACCESS_PARAM);
       return PASS;
     }
     if (state.mode === 'password') {
       const password = basicPassword(req);
-      if (password !== undefined && (await this.passwordOk(state, entry, password))) {
+      if (password !== undefined && (await this.passwordOk(req, app, state, entry, password))) {
         dropHeader(req, 'authorization');
         return PASS;
       }
@@ -128,7 +178,7 @@ export class ProtectionGate implements AccessGate {
     now: number,
     kinds: Grant['kind'][],
   ): Grant | undefined {
-    const grant = verifySigned(state.secret, state.appId, value, now);
+    const grant = verifySigned(state.secret, state.appId, value, now, sessionBinding(state));
     if (!grant || !kinds.includes(grant.kind)) return undefined;
     // Tokens are for signed mode only (a token minted then stays out of password mode).
     if (grant.kind === 'token' && state.mode !== 'signed') return undefined;
@@ -139,15 +189,28 @@ export class ProtectionGate implements AccessGate {
     return grant;
   }
 
+  /**
+   * Whether `password` is the app's. Throws 429 `rate-limited` when the address or the app
+   * has no guesses left (checked before any hashing), or when too many hashes wait.
+   */
   private async passwordOk(
+    req: http.IncomingMessage,
+    app: string,
     state: ProtectionState,
     entry: Cached,
     password: string,
   ): Promise<boolean> {
+    const { perAddress, perApp } = PASSWORD_GUESSES;
+    const buckets = [
+      { bucket: `address:${req.socket.remoteAddress ?? ''}`, ...perAddress },
+      { bucket: `app:${app}`, ...perApp },
+    ];
+    for (const b of buckets) this.guesses.check(b.bucket, b.limit, b.windowMs);
     const digest = createHash('sha256').update(password).digest('hex');
     if (entry.goodPasswords.has(digest)) return true;
     const ok = await verifyPassword(password, state.passwordHash);
     if (ok) entry.goodPasswords.add(digest);
+    else for (const b of buckets) this.guesses.count(b.bucket, b.windowMs);
     return ok;
   }
 
@@ -158,7 +221,13 @@ export class ProtectionGate implements AccessGate {
     secure: boolean,
     grant?: Grant,
   ): string {
-    const value = signCookie(state.secret, state.appId, new Date(exp * 1000), grant?.linkId);
+    const value = signCookie(
+      state.secret,
+      state.appId,
+      new Date(exp * 1000),
+      grant?.linkId,
+      sessionBinding(state),
+    );
     return (
       `${ACCESS_PARAM}=${value}; Path=/; Max-Age=${exp - now}; HttpOnly; SameSite=Lax` +
       (secure ? '; Secure' : '')
@@ -175,8 +244,8 @@ export class ProtectionGate implements AccessGate {
     if (req.method !== 'POST') return this.refuse(req, app, state);
     const form = new URLSearchParams(await readSmallBody(req, 8192));
     const next = safeNext(form.get('next'));
-    if (!(await this.passwordOk(state, entry, form.get('password') ?? ''))) {
-      return htmlAnswer(401, passwordForm(app, next, true), app);
+    if (!(await this.passwordOk(req, app, state, entry, form.get('password') ?? ''))) {
+      return htmlAnswer(401, passwordForm(app, next, WRONG_PASSWORD), app);
     }
     const now = Math.floor(Date.now() / 1000);
     return redirect(next, this.cookie(state, now + COOKIE_TTL_S, now, secure));
@@ -184,7 +253,7 @@ export class ProtectionGate implements AccessGate {
 
   private refuse(req: http.IncomingMessage, app: string, state: ProtectionState): GateVerdict {
     if (state.mode === 'password' && (req.headers.accept ?? '').includes('text/html')) {
-      return htmlAnswer(401, passwordForm(app, safeNext(req.url), false), app);
+      return htmlAnswer(401, passwordForm(app, safeNext(req.url)), app);
     }
     const err = new ApiError(
       'unauthenticated',
@@ -203,7 +272,12 @@ export class ProtectionGate implements AccessGate {
 
 const challenge = (app: string) => `Basic realm="${app}", charset="UTF-8"`;
 
-function htmlAnswer(status: number, body: string, app: string): GateVerdict {
+function htmlAnswer(
+  status: number,
+  body: string,
+  app: string,
+  extra: Record<string, string> = {},
+): GateVerdict {
   return {
     pass: false,
     status,
@@ -211,8 +285,29 @@ function htmlAnswer(status: number, body: string, app: string): GateVerdict {
       'content-type': 'text/html; charset=utf-8',
       'cache-control': 'no-store',
       'www-authenticate': challenge(app),
+      ...extra,
     },
     body,
+  };
+}
+
+/** 429 with `Retry-After`: the form again (with the wait) for browsers, else JSON. */
+function tooMany(req: http.IncomingMessage, app: string, err: ApiError): GateVerdict {
+  const retryAfter = String(err.retryAfter ?? 1);
+  if ((req.headers.accept ?? '').includes('text/html')) {
+    const next = req.url?.startsWith(LOGIN_PATH) ? '/' : safeNext(req.url);
+    const notice = `Too many wrong passwords; try again in ${retryAfter} s.`;
+    return htmlAnswer(429, passwordForm(app, next, notice), app, { 'retry-after': retryAfter });
+  }
+  return {
+    pass: false,
+    status: 429,
+    headers: {
+      'content-type': 'application/json; charset=utf-8',
+      'cache-control': 'no-store',
+      'retry-after': retryAfter,
+    },
+    body: JSON.stringify(err.toBody()),
   };
 }
 
@@ -225,10 +320,9 @@ function redirect(location: string, setCookie: string): GateVerdict {
   };
 }
 
-/** A path on the same host (never `//other`), else `/`: the form and links redirect there only. */
+/** A path on the same host (never `//other`), else `/`: the form redirects there only. */
 function safeNext(next: string | null | undefined): string {
-  if (!next || !next.startsWith('/') || next.startsWith('//') || next.includes('\\')) return '/';
-  return next;
+  return next && /^\/(?![/\\])/.test(next) ? sameHostPath(next) : '/';
 }
 
 /** The password of an `Authorization: Basic` header (the user name is ignored). */

@@ -11,6 +11,7 @@ import { ApiError } from '../errors/api-error.js';
 import { answerErrorRaw } from './answer.js';
 import { upstreamRequestHeaders } from './headers.js';
 import { ConnectFailure, asConnectFailure } from './picker.js';
+import { headEnd } from './set-cookie.js';
 import type { ProxyTarget } from './types.js';
 
 /** Opens a TCP connection to `target`; rejects with ConnectFailure. */
@@ -39,10 +40,45 @@ function handshake(req: IncomingMessage, trustForwarded: boolean): string {
   return text + '\r\n';
 }
 
+/** A machine's answer head longer than this cuts the tunnel (Node's own limit for heads). */
+const MAX_HEAD_BYTES = 16 * 1024;
+
+/**
+ * Passes the machine's answer heads to `socket` through `rewrite` (informational `1xx`
+ * heads, then the `101` or final one), then pipes the rest of `upstream` as it comes.
+ */
+function relayHeads(upstream: net.Socket, socket: Duplex, rewrite: (head: string) => string) {
+  let pending = Buffer.alloc(0);
+  const onData = (chunk: Buffer): void => {
+    pending = Buffer.concat([pending, chunk]);
+    for (;;) {
+      const end = headEnd(pending);
+      if (end < 0) {
+        if (pending.length > MAX_HEAD_BYTES) {
+          upstream.destroy();
+          socket.destroy();
+        }
+        return;
+      }
+      const head = pending.subarray(0, end).toString('latin1');
+      socket.write(Buffer.from(rewrite(head), 'latin1'));
+      pending = pending.subarray(end);
+      const status = Number(/^HTTP\/\d(?:\.\d)? (\d{3})/.exec(head)?.[1] ?? 0);
+      if (status < 100 || status >= 200 || status === 101) break;
+    }
+    upstream.off('data', onData);
+    if (pending.length) socket.write(pending);
+    upstream.pipe(socket, { end: false });
+  };
+  upstream.on('data', onData);
+}
+
 /** What a tunnel needs from the proxy. */
 export interface TunnelContext {
   responseTimeoutMs: number;
   trustForwarded: boolean;
+  /** The machine's answer head as the client may see it (its cookies confined). */
+  rewriteHead(head: string): string;
   /** Traffic went through (called at most about once a second per tunnel). */
   onTraffic(): void;
 }
@@ -98,8 +134,9 @@ export function splice(
   upstream.on('data', traffic);
   socket.on('data', traffic);
   // The machine's orderly close (FIN) is passed on by hand: before any answer it
-  // becomes a 502 instead.
-  upstream.pipe(socket, { end: false });
+  // becomes a 502 instead. Its answer heads are read and rewritten before the bytes
+  // after them flow untouched.
+  relayHeads(upstream, socket, ctx.rewriteHead);
   socket.pipe(upstream);
   upstream.on('end', () => {
     if (answered) socket.end();

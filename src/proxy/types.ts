@@ -46,6 +46,11 @@ export interface ProxyLog {
 export interface AppProxyOptions {
   /** Host of PIER_PUBLIC_URL (`example.com`, `127.0.0.1:8080`); a port is ignored. */
   publicHost: string;
+  /**
+   * `PIER_APPS_DOMAIN`: apps answer at `<app>.<apps domain>` instead of under the public
+   * host, which then names no app. Both stay off limits to apps' cookies.
+   */
+  appsDomain?: string;
   targets: ProxyTargets;
   log: ProxyLog;
   /** Give up connecting to one machine after this long (then try the next). Default 5 s. */

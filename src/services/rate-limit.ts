@@ -8,33 +8,48 @@
 import { ApiError } from '../errors/api-error.js';
 
 export class RateLimiter {
-  private readonly windows = new Map<string, { start: number; count: number }>();
+  // Each window keeps its own length: buckets of different limits share the map.
+  private readonly windows = new Map<string, { start: number; count: number; ms: number }>();
 
   constructor(private readonly now: () => number = Date.now) {}
 
   /** Counts one hit on `bucket`; throws 429 `rate-limited` with Retry-After past `limit`. */
   hit(bucket: string, limit: number, windowMs: number): void {
+    this.count(bucket, windowMs);
+    this.check(bucket, limit + 1, windowMs);
+  }
+
+  /**
+   * Throws 429 `rate-limited` with Retry-After when `bucket` already has `limit` hits in
+   * its window; counts nothing (entrances that count only failures ask this first).
+   */
+  check(bucket: string, limit: number, windowMs: number): void {
+    const t = this.now();
+    const w = this.windows.get(bucket);
+    if (!w || t - w.start >= windowMs || w.count < limit) return;
+    const retryAfter = Math.max(1, Math.ceil((w.start + windowMs - t) / 1000));
+    throw new ApiError(
+      'rate-limited',
+      `Too many requests; retry in ${retryAfter} s.`,
+      {},
+      retryAfter,
+    );
+  }
+
+  /** Counts one hit on `bucket`, judging nothing. */
+  count(bucket: string, windowMs: number): void {
     const t = this.now();
     let w = this.windows.get(bucket);
     if (!w || t - w.start >= windowMs) {
-      w = { start: t, count: 0 };
+      w = { start: t, count: 0, ms: windowMs };
       this.windows.set(bucket, w);
-      if (this.windows.size > 50_000) this.prune(t, windowMs);
+      if (this.windows.size > 50_000) this.prune(t);
     }
     w.count++;
-    if (w.count > limit) {
-      const retryAfter = Math.max(1, Math.ceil((w.start + windowMs - t) / 1000));
-      throw new ApiError(
-        'rate-limited',
-        `Too many requests; retry in ${retryAfter} s.`,
-        {},
-        retryAfter,
-      );
-    }
   }
 
-  private prune(t: number, windowMs: number): void {
-    for (const [k, w] of this.windows) if (t - w.start >= windowMs) this.windows.delete(k);
+  private prune(t: number): void {
+    for (const [k, w] of this.windows) if (t - w.start >= w.ms) this.windows.delete(k);
   }
 }
 

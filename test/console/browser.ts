@@ -32,14 +32,15 @@ export interface TestBrowser {
   close(): Promise<void>;
 }
 
-export async function launchBrowser(): Promise<TestBrowser> {
+/** `args`: chromium flags beyond the defaults (`--host-resolver-rules=…` for names). */
+export async function launchBrowser(args: string[] = []): Promise<TestBrowser> {
   const profile = await mkdtemp(path.join(os.tmpdir(), 'pier-chromium-'));
   let context: BrowserContext;
   try {
     context = await chromium.launchPersistentContext(profile, {
       executablePath: CHROMIUM,
       headless: true,
-      args: FLAGS,
+      args: [...FLAGS, ...args],
       viewport: { width: 1280, height: 800 },
     });
     // A step that hangs fails on its own, naming itself, well inside the test's timeout.

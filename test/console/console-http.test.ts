@@ -116,7 +116,7 @@ describe('the session cookie', () => {
     expect(me.body.key.console).toBe(true);
   });
 
-  it('is Secure when the browser came over TLS (as the public URL says)', async () => {
+  it('over TLS is __Host-pier_console: Secure, Path=/, no Domain; no other name counts', async () => {
     const tls = await startTestPlatform({ publicUrl: 'https://console.example' });
     try {
       const o = await tls.createOrg();
@@ -128,9 +128,39 @@ describe('the session cookie', () => {
         { origin: 'https://console.example' },
       );
       expect(res.status).toBe(303);
-      expect(res.headers.get('set-cookie')).toContain('Secure');
+      const set = res.headers.get('set-cookie')!;
+      // The prefix's rules (RFC 6265bis 4.1.3.2), or browsers would drop the cookie.
+      expect(set).toMatch(/^__Host-pier_console=[^;]+;/);
+      expect(set.split(/;\s*/)).toEqual(
+        expect.arrayContaining(['Path=/', 'Secure', 'HttpOnly', 'SameSite=Lax']),
+      );
+      expect(set).not.toMatch(/domain/i);
+      expect((await v.get('/console/apps')).status).toBe(200);
+      // A cookie an app could plant (any other name, even with the right key) is no session.
+      const planted = new ConsoleVisitor(tls);
+      planted.cookie = `pier_console=${v.key!}`;
+      expect((await planted.get('/console/apps')).status).toBe(303);
     } finally {
       await tls.close();
+    }
+  });
+
+  it('two session cookies (one planted by a script) are no session, not the planted one', async () => {
+    const mine = await signedIn();
+    expect((await mine.get('/console/apps')).status).toBe(200);
+    const theirs = new ConsoleVisitor(tp);
+    const other = await tp.createOrg();
+    await addPerson(tp, other.id, 'planter@example.com');
+    await theirs.signIn('planter@example.com');
+    for (const order of [
+      [mine.cookie, theirs.cookie],
+      [theirs.cookie, mine.cookie],
+    ]) {
+      const both = new ConsoleVisitor(tp);
+      both.cookie = order.join('; ');
+      const page = await both.get('/console/apps');
+      expect(page.status).toBe(303);
+      expect(page.headers.get('location')).toMatch(/^\/console\/sign-in/);
     }
   });
 });

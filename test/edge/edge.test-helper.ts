@@ -17,12 +17,27 @@ export function viaProxy(
   bed: MachineBed,
   host: string,
   path: string,
-  opts: { method?: string; headers?: Record<string, string>; body?: string } = {},
+  opts: {
+    method?: string;
+    headers?: Record<string, string>;
+    body?: string;
+    /** The client's address (any of 127/8 reaches the listener): limits count per address. */
+    from?: string;
+  } = {},
 ): Promise<RawAnswer> {
+  const url = new URL(bed.tp.url);
   return new Promise((resolve, reject) => {
     const r = http.request(
-      `${bed.tp.url}${path}`,
-      { method: opts.method ?? 'GET', headers: { host, ...opts.headers }, agent: false },
+      {
+        host: url.hostname,
+        port: url.port,
+        // As given, even `//x` or an absolute URL (absolute-form).
+        path,
+        method: opts.method ?? 'GET',
+        headers: { host, ...opts.headers },
+        agent: false,
+        ...(opts.from ? { localAddress: opts.from } : {}),
+      },
       (res) => {
         let text = '';
         res.setEncoding('utf8');

@@ -7,6 +7,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { busyboxLayer } from '../../src/runtime/images/build.test-helper.js';
 import { canRunMachines, startMachineBed, type MachineBed } from '../machines/bed.js';
+import { PASSWORD_GUESSES } from '../../src/proxy/protection.js';
 import { keyOf, upgradeStatus, viaProxy } from './edge.test-helper.js';
 
 let bed: MachineBed;
@@ -210,6 +211,8 @@ describe.skipIf(!canRunMachines)('app protection', () => {
     const cases: [string, string, unknown, string[]][] = [
       ['PUT', P, { mode: 'secret' }, ['mode']],
       ['PUT', P, { mode: 'password', password: 'short' }, ['password']],
+      // The docs' minimum: 12 characters.
+      ['PUT', P, { mode: 'password', password: 'x'.repeat(11) }, ['password']],
       ['PUT', P, { mode: 'signed', password: 'long enough' }, ['password']],
       ['PUT', P, { mode: 'public', extra: 1 }, ['']],
       ['POST', `${P}/links`, { label: '' }, ['label']],
@@ -258,6 +261,168 @@ describe.skipIf(!canRunMachines)('app protection', () => {
     const ro = await bed.req('PUT', P, { mode: 'public' }, prod);
     expect([ro.status, ro.body.code]).toEqual([403, 'agent-token-production-readonly']);
     expect((await bed.req('GET', P, undefined, prod)).status).toBe(200);
+  });
+
+  it('a new password, or a switch of mode, ends the cookies handed out before it', async () => {
+    const form = { 'content-type': 'application/x-www-form-urlencoded' };
+    const login = async (password: string) => {
+      const res = await viaProxy(bed, HOST, '/.pier/login', {
+        method: 'POST',
+        headers: form,
+        body: `password=${encodeURIComponent(password)}&next=%2Findex.html`,
+      });
+      expect(res.status).toBe(303);
+      return { cookie: String(res.headers['set-cookie']).split(';')[0]! };
+    };
+    const status = async (jar: Record<string, string>) =>
+      (await viaProxy(bed, HOST, '/index.html', { headers: jar })).status;
+
+    expect((await bed.req('PUT', P, { mode: 'password', password: 'first password' })).status).toBe(
+      200,
+    );
+    const first = await login('first password');
+    expect(await status(first)).toBe(200);
+    const link = await bed.req('POST', `${P}/links`, { label: 'lives on' });
+    const visit = await viaProxy(bed, HOST, pathOf(link.body.url));
+    const linkJar = { cookie: String(visit.headers['set-cookie']).split(';')[0]! };
+    expect(await status(linkJar)).toBe(200);
+
+    // A new password: the cookie of the old one is refused at once.
+    expect(
+      (await bed.req('PUT', P, { mode: 'password', password: 'second password' })).status,
+    ).toBe(200);
+    expect(await status(first)).toBe(401);
+    const second = await login('second password');
+    expect(await status(second)).toBe(200);
+
+    // Signed mode: password cookies end; the link's cookie lives on, as the link does.
+    expect((await bed.req('PUT', P, { mode: 'signed' })).status).toBe(200);
+    expect(await status(second)).toBe(401);
+    expect(await status(linkJar)).toBe(200);
+    const token = await bed.req('POST', `${P}/tokens`, { next: '/index.html' });
+    const viaToken = await viaProxy(bed, HOST, pathOf(token.body.url));
+    const tokenJar = { cookie: String(viaToken.headers['set-cookie']).split(';')[0]! };
+    expect(await status(tokenJar)).toBe(200);
+
+    // And back to a password: the token's cookie ends too.
+    expect((await bed.req('PUT', P, { mode: 'password', password: 'third password' })).status).toBe(
+      200,
+    );
+    expect(await status(tokenJar)).toBe(401);
+    expect(await status(linkJar)).toBe(200);
+  });
+
+  it('redirects never leave the app host', async () => {
+    const link = await bed.req('POST', `${P}/links`, { label: 'redirects' });
+    const param = pathOf(link.body.url).replace(/^\/\?/, '');
+    const targets = [
+      `//evil.example/landing?${param}`,
+      `///evil.example/landing?${param}`,
+      `/\\evil.example/landing?${param}`,
+      `/%2F%2Fevil.example/landing?${param}`,
+      `/..//evil.example/landing?${param}`,
+      `http://evil.example/landing?${param}`,
+    ];
+    for (const target of targets) {
+      const res = await viaProxy(bed, HOST, target);
+      expect(res.status, target).toBe(303);
+      const location = String(res.headers.location);
+      expect(location, target).toMatch(/^\/(?![/\\])/);
+      // (Resolved as a browser would; WHATWG's URL refuses `guarded.127.0.0.1` as a base.)
+      expect(new URL(location, 'http://guarded.pier.test/').host, target).toBe('guarded.pier.test');
+    }
+    expect((await viaProxy(bed, HOST, targets[0]!)).headers.location).toBe('/evil.example/landing');
+    // The form's `next` too, however it is spelled.
+    const form = { 'content-type': 'application/x-www-form-urlencoded' };
+    for (const next of [
+      '//evil.example',
+      '/\\evil.example',
+      'http://evil.example/x',
+      '/..//evil',
+    ]) {
+      const res = await viaProxy(bed, HOST, '/.pier/login', {
+        method: 'POST',
+        headers: form,
+        body: `password=third+password&next=${encodeURIComponent(next)}`,
+      });
+      expect(res.status, next).toBe(303);
+      const location = String(res.headers.location);
+      expect(location, next).toMatch(/^\/(?![/\\])/);
+      expect(new URL(location, 'http://guarded.pier.test/').host, next).toBe('guarded.pier.test');
+    }
+  });
+
+  it('password guesses are limited per address and per app (429, Retry-After)', async () => {
+    const { perAddress, perApp } = PASSWORD_GUESSES;
+    const guess = (from: string, password: string, host = HOST) =>
+      viaProxy(bed, host, '/index.html', { headers: basic(password), from });
+    const formGuess = (from: string, password: string) =>
+      viaProxy(bed, HOST, '/.pier/login', {
+        method: 'POST',
+        headers: { 'content-type': 'application/x-www-form-urlencoded', accept: 'text/html' },
+        body: `password=${encodeURIComponent(password)}&next=%2F`,
+        from,
+      });
+
+    // One address: its wrong guesses, by Basic and the form, until the limit.
+    const from = '127.0.0.21';
+    for (let i = 0; i < perAddress.limit; i++) {
+      const res = i % 2 ? await guess(from, `wrong ${i}`) : await formGuess(from, `wrong ${i}`);
+      expect(res.status, `guess ${i}`).toBe(401);
+    }
+    for (const res of [
+      await guess(from, 'wrong again'),
+      await guess(from, 'third password'),
+      await formGuess(from, 'third password'),
+    ]) {
+      expect(res.status).toBe(429);
+      expect(Number(res.headers['retry-after'])).toBeGreaterThan(0);
+      expect(Number(res.headers['retry-after'])).toBeLessThanOrEqual(perAddress.windowMs / 1000);
+    }
+    expect(JSON.parse((await guess(from, 'x')).text).code).toBe('rate-limited');
+    expect((await formGuess(from, 'x')).text).toContain('Too many wrong passwords');
+    // Another address is not held back by this one.
+    expect((await guess('127.0.0.22', 'third password')).status).toBe(200);
+
+    // One app, from many addresses: a second protected app (no machine needed: the gate
+    // answers first), so its count starts at zero.
+    expect((await bed.req('POST', '/v1/apps', { name: 'guessed' })).status).toBe(201);
+    const set = await bed.req('PUT', '/v1/apps/guessed/protection', {
+      mode: 'password',
+      password: 'the right one',
+    });
+    expect(set.status).toBe(200);
+    const other = 'guessed.127.0.0.1';
+    let sent = 0;
+    for (let a = 0; sent < perApp.limit; a++) {
+      const wave = Math.min(perAddress.limit - 1, perApp.limit - sent);
+      const answers = await Promise.all(
+        Array.from({ length: wave }, (_, i) => guess(`127.0.1.${a + 1}`, `no ${i}`, other)),
+      );
+      expect(answers.map((r) => r.status)).toEqual(Array(wave).fill(401));
+      sent += wave;
+    }
+    const late = await guess('127.0.2.1', 'the right one', other);
+    expect(late.status).toBe(429);
+    expect(Number(late.headers['retry-after'])).toBeGreaterThan(0);
+    // The first app is counted on its own.
+    expect((await guess('127.0.2.2', 'third password')).status).toBe(200);
+  }, 120_000);
+
+  it('guesses wait their turn for scrypt; the server keeps answering meanwhile', async () => {
+    const guesses = Array.from({ length: 8 }, (_, i) =>
+      viaProxy(bed, HOST, '/index.html', { headers: basic(`slow ${i}`), from: '127.0.3.1' }).then(
+        () => Date.now(),
+      ),
+    );
+    const started = Date.now();
+    const health = await bed.tp.request('GET', '/healthz');
+    const answeredAt = Date.now();
+    expect(health.status).toBe(200);
+    const done = await Promise.all(guesses);
+    // Eight hashes two at a time take several scrypt rounds; the health check took none.
+    expect(answeredAt).toBeLessThan(Math.max(...done));
+    expect(answeredAt - started).toBeLessThan(Math.max(...done) - started);
   });
 
   it('public again: the app answers everyone', async () => {

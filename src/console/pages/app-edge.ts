@@ -5,7 +5,11 @@
  * redirect's address, and not shown again.
  */
 import type { NetworkPolicy } from '../../contracts/network-policy.js';
-import type { CreatedLink, Protection } from '../../contracts/protection.js';
+import {
+  PROTECTION_PASSWORD_MIN,
+  type CreatedLink,
+  type Protection,
+} from '../../contracts/protection.js';
 import type { UdpEndpoint } from '../../contracts/udp.js';
 import { html, type Html } from '../html.js';
 import { csrfField } from '../layout.js';
@@ -40,7 +44,11 @@ function protectionSection(c: PageContext, app: string, p: Protection, shown?: s
         >
         <label
           >Password (password mode; empty: pier makes one)
-          <input name="password" type="password" autocomplete="new-password"
+          <input
+            name="password"
+            type="password"
+            autocomplete="new-password"
+            minlength="${PROTECTION_PASSWORD_MIN}"
         /></label>
         <button type="submit" class="primary">Set protection</button>`,
     )}

@@ -5,6 +5,7 @@
  *   link    l1.<linkId>.<exp>.<sig>          in the `pier_access` query parameter
  *   token   t1.<exp>.<sub, base64url>.<sig> in `Pier-Access-Token` or `pier_access`
  *   cookie  c1.<exp>.<linkId or empty>.<sig> the `pier_access` cookie a visit sets
+ *           (without a link, its signature also covers a session binding: signCookie)
  *
  * `exp` is in Unix seconds (0: never, links only). Each signature also covers a kind and
  * the app's id, so a string of one kind or app is never accepted as another. Compares are
@@ -38,10 +39,29 @@ export function signToken(secret: Buffer, appId: string, expires: Date, sub = ''
   return `t1.${exp}.${s}.${sign(secret, ['token', appId, exp, s])}`;
 }
 
-export function signCookie(secret: Buffer, appId: string, expires: Date, linkId = ''): string {
+/**
+ * `session` binds a cookie that came from no link (a password, a token) to what let it in
+ * (proxy/protection.ts: the password's hash, the mode), so changing that ends it; it is
+ * signed but not carried. A link's cookie is bound to its link instead.
+ */
+export function signCookie(
+  secret: Buffer,
+  appId: string,
+  expires: Date,
+  linkId = '',
+  session = '',
+): string {
   const exp = String(seconds(expires));
-  return `c1.${exp}.${linkId}.${sign(secret, ['cookie', appId, exp, linkId])}`;
+  return `c1.${exp}.${linkId}.${sign(secret, cookieParts(appId, exp, linkId, session))}`;
 }
+
+const cookieParts = (appId: string, exp: string, linkId: string, session: string) => [
+  'cookie',
+  appId,
+  exp,
+  linkId,
+  linkId ? '' : session,
+];
 
 /** What a valid signed string grants: until when, and through which link (if any). */
 export interface Grant {
@@ -61,6 +81,8 @@ export function verifySigned(
   appId: string,
   value: string,
   nowSec: number,
+  /** What a cookie from no link must be bound to (`signCookie`'s `session`). */
+  session = '',
 ): Grant | undefined {
   const parts = value.split('.');
   if (parts.length !== 4) return undefined;
@@ -75,7 +97,7 @@ export function verifySigned(
     expected = sign(secret, ['token', appId, a, b]);
   } else if (v === 'c1') {
     grant = { kind: 'cookie', exp: Number(a), ...(b ? { linkId: b } : {}) };
-    expected = sign(secret, ['cookie', appId, a, b]);
+    expected = sign(secret, cookieParts(appId, a, b, session));
   } else {
     return undefined;
   }

@@ -19,9 +19,11 @@ export interface AppRow {
 /** An app as the API answers it (`appSchema` of src/contracts/apps.ts). */
 export type { App };
 
-function defaultAddress(publicUrl: string, name: string): string {
+/** `<app>.<public host>`, or `<app>.<PIER_APPS_DOMAIN>` (on the public URL's port). */
+function defaultAddress(publicUrl: string, appsDomain: string | undefined, name: string): string {
   const u = new URL(publicUrl);
-  return `${u.protocol}//${name}.${u.host}`;
+  const host = appsDomain ? `${appsDomain.toLowerCase()}${u.port ? `:${u.port}` : ''}` : u.host;
+  return `${u.protocol}//${name}.${host}`;
 }
 
 export function toApp(ctx: ServiceContext, r: AppRow): App {
@@ -30,7 +32,7 @@ export function toApp(ctx: ServiceContext, r: AppRow): App {
     name: r.name,
     orgId: r.org_id,
     createdAt: r.created_at.toISOString(),
-    defaultAddress: defaultAddress(ctx.config.publicUrl, r.name),
+    defaultAddress: defaultAddress(ctx.config.publicUrl, ctx.config.appsDomain, r.name),
   };
 }
 

@@ -51,7 +51,8 @@ async function findDomain(
 /** Refuses names the platform answers itself: default addresses and the edge's name. */
 export function checkNotPlatformName(ctx: ServiceContext, domain: string): void {
   const publicHost = new URL(ctx.config.publicUrl).hostname;
-  for (const own of [publicHost, edgeAddressOf(ctx.config)]) {
+  const appsDomain = ctx.config.appsDomain?.toLowerCase();
+  for (const own of [publicHost, ...(appsDomain ? [appsDomain] : []), edgeAddressOf(ctx.config)]) {
     if (isWithin(domain, own))
       throw new ApiError(
         'shadows-default-address',
@@ -152,14 +153,14 @@ export async function setRedirect(
   let target: string | null = null;
   if (to !== null) {
     target = canonicalHost(to);
-    const publicHost = new URL(ctx.config.publicUrl).hostname;
+    const appsHost = ctx.config.appsDomain?.toLowerCase() ?? new URL(ctx.config.publicUrl).hostname;
     const own = await ctx.db
       .selectFrom('edge_domains')
       .select('domain')
       .where('app_id', '=', row.app_id)
       .where('domain', '=', target)
       .executeTakeFirst();
-    const isDefault = target === `${appName}.${publicHost}`;
+    const isDefault = target === `${appName}.${appsHost}`;
     if (target === row.domain || (!own && !isDefault))
       throw badRequest([
         {
