@@ -57,7 +57,10 @@ export function exchange(
       method: req.method,
       path: req.url,
       headers: upstreamRequestHeaders(req, { trustForwarded: ctx.trustForwarded }),
-      agent: ctx.agent,
+      // A retry takes a connection of its own: the pool may hold more connections the
+      // machine has closed meanwhile (it picks the newest first), and a retry through it
+      // would fail the same way.
+      agent: retriesLeft > 0 ? ctx.agent : false,
       setHost: false,
     });
     let connected = false;
@@ -137,7 +140,7 @@ export function exchange(
         return;
       }
       // A kept-alive connection the machine had already closed fails on first use.
-      // Without a body nothing was lost, so the same request goes again on a new socket.
+      // Without a body nothing was lost, so the same request goes again on a new connection.
       if (upReq.reusedSocket && !withBody && retriesLeft > 0) {
         exchange(req, res, target, ctx, retriesLeft - 1).then(resolve, reject);
         return;

@@ -22,6 +22,7 @@ import type { TLSSocket } from 'node:tls';
 import { ACCESS_TOKEN_HEADER } from '../contracts/protection.js';
 import { verifyPassword } from '../crypto/password.js';
 import { ApiError } from '../errors/api-error.js';
+import { addressLimitKey } from '../host/address-key.js';
 import { RateLimiter } from '../services/rate-limit.js';
 import type { ServiceContext } from '../services/context.js';
 import { onProtectionChange, PROTECTION_KIND } from '../services/apps/protection-events.js';
@@ -202,7 +203,7 @@ export class ProtectionGate implements AccessGate {
   ): Promise<boolean> {
     const { perAddress, perApp } = PASSWORD_GUESSES;
     const buckets = [
-      { bucket: `address:${req.socket.remoteAddress ?? ''}`, ...perAddress },
+      { bucket: `address:${addressLimitKey(req.socket.remoteAddress ?? '')}`, ...perAddress },
       { bucket: `app:${app}`, ...perApp },
     ];
     for (const b of buckets) this.guesses.check(b.bucket, b.limit, b.windowMs);

@@ -247,6 +247,29 @@ describe('timeouts and broken machines', () => {
     expect(connections).toBe(3);
   });
 
+  it('retries on a new connection, not on another kept-alive one the machine also dropped', async () => {
+    const targets = new ScriptedTargets();
+    // Two connections are kept alive (two requests at once, each answered late); the
+    // machine then drops both on reuse. A retry through the pool would take the second
+    // dropped connection and answer 502; only a new connection gets the answer.
+    const m = await machine((req, res) => {
+      const socket = req.socket as typeof req.socket & { served?: boolean };
+      if (socket.served) {
+        socket.destroy();
+        return;
+      }
+      socket.served = true;
+      setTimeout(() => res.end('fresh'), 50);
+    });
+    targets.apps.set('shop', [target('m1', m.port)]);
+    const { port } = await front(targets);
+    const both = await Promise.all([send(port, 'shop.pier.test'), send(port, 'shop.pier.test')]);
+    expect(both.map((r) => r.text)).toEqual(['fresh', 'fresh']);
+    const third = await send(port, 'shop.pier.test');
+    expect(third.status).toBe(200);
+    expect(third.text).toBe('fresh');
+  });
+
   it('does not replay a request with a body on a dropped connection', async () => {
     const targets = new ScriptedTargets();
     const m = await machine((req, res) => {
