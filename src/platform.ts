@@ -38,6 +38,7 @@ import { scheduleCheckpoints } from './services/machines/checkpoints.js';
 import { scheduleLiveness } from './services/machines/liveness.js';
 import { hostImageStore, hostRuntime } from './runtime/host-runtime.js';
 import { LocalBuilder } from './runtime/builds/local-builder.js';
+import { CgroupSet } from './host/cgroups/cgroup.js';
 import { buildJobs } from './services/builds/jobs.js';
 import { scheduleDatabaseUpkeep, takeBackDatabases } from './services/databases/upkeep.js';
 import { scheduleOrphanSweep } from './services/buckets/orphan-sweep.js';
@@ -242,6 +243,7 @@ export async function startPlatform(config: Config, opts: PlatformOptions = {}):
       // Builds run on this host and put their images into the machines' image store.
       builder: new LocalBuilder({
         pool,
+        cgroups: () => CgroupSet.detect(),
         images: images.store,
         log: logger.child({ component: 'builds' }),
         limits: {

@@ -20,7 +20,7 @@ export async function uploadSource(
   const res = await fetch(`${base}/v1/apps/${app}/sources`, {
     method: 'POST',
     headers: { authorization: `Bearer ${token}`, 'content-type': 'application/gzip' },
-    body: bytes,
+    body: new Uint8Array(bytes),
   });
   const text = await res.text();
   let body: unknown = text;

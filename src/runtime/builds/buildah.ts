@@ -9,7 +9,8 @@
  *   in the user namespace machines use (ids 0–65535 are host 200000–265535, so build root
  *   is no one on the host), under pier's seccomp profile, with buildah's default
  *   capabilities inside that namespace only, and cgroup caps on memory, CPU and processes.
- * - the whole process group is killed at the time cap.
+ * - the whole process group is killed at the time cap (and the caller kills what is
+ *   left in the build's cgroup: RUN containers are not in buildah's process group).
  *
  * Output (both streams) goes to the build's log file, as the builder prints it.
  */
@@ -54,6 +55,8 @@ export function budArgs(opts: {
   tag: string;
   secrets: { id: string; file: string }[];
   seccompFile: string;
+  /** The build's cgroup (CgroupSet.path): every RUN container is made inside it. */
+  cgroupParent: string;
   limits: BuildLimits;
 }): string[] {
   const { limits } = opts;
@@ -79,8 +82,10 @@ export function budArgs(opts: {
     String(period),
     '--cpu-quota',
     String(Math.max(1000, Math.round(limits.cpus * period))),
-    '--pids-limit',
-    String(limits.pids),
+    // buildah 1.28 has no --pids-limit: the build's cgroup caps processes (and memory,
+    // CPU) for all its RUN containers together.
+    '--cgroup-parent',
+    opts.cgroupParent,
     ...opts.secrets.flatMap((s) => ['--secret', `id=${s.id},src=${s.file}`]),
     '-f',
     opts.dockerfile,
@@ -109,6 +114,8 @@ export function runBuildah(
   log: WriteStream,
   deadline: number,
   signal?: AbortSignal,
+  /** Called at the time cap or abort, after the process group is killed. */
+  onKill?: () => void,
 ): Promise<BuildahExit> {
   return new Promise((resolve, reject) => {
     const child = spawn('unshare', ['--net', '--', 'buildah', ...args], {
@@ -123,6 +130,7 @@ export function runBuildah(
       } catch {
         // already gone
       }
+      onKill?.();
     };
     const timer = setTimeout(
       () => {

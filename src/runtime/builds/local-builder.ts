@@ -8,13 +8,15 @@
  * secrets, the image layout), removed when it ends, whatever the outcome.
  *
  * Base images are pulled by pier's image store (outbound guard, registry rules, caps)
- * and linked into `bases/<digest>/` as OCI layouts the Dockerfile is rewritten to use.
+ * and linked into `/run/pier/build-bases/<app>/<digest>/` as OCI layouts the
+ * Dockerfile is rewritten to use.
  * The result is pushed to an OCI layout and imported into the image store, unpacked once
  * under its manifest digest, like a pulled image.
  */
 import { createWriteStream, type WriteStream } from 'node:fs';
-import { chmod, mkdir, readFile, realpath, rm, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, readdir, readFile, realpath, rm, rmdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
+import type { CgroupSet } from '../../host/cgroups/cgroup.js';
 import type { PoolHandle } from '../../storage/pool-handle.js';
 import { ImageError, type ImageStore } from '../images/index.js';
 import { seccompProfile } from '../sandbox/seccomp.js';
@@ -55,12 +57,21 @@ export class BuildFailure extends Error {
 
 export interface LocalBuilderOptions {
   pool: PoolHandle;
+  /** The host's cgroups (null: none usable, and builds are refused). */
+  cgroups: () => Promise<CgroupSet | undefined>;
   images: ImageStore;
   limits: BuildLimits;
   log: { info(obj: object, msg: string): void; warn(obj: object, msg: string): void };
 }
 
 const MIB = 1024 * 1024;
+
+/**
+ * Where base images are laid out for buildah (links into the image store: tiny). Not in
+ * the data dir: buildah names an `oci:` image after its path, and refuses a path with
+ * capital letters, which a data dir may have.
+ */
+const BASES_DIR = '/run/pier/build-bases';
 
 /** The cache volume's name for `cache`: `b-` and the id's safe characters. */
 export function cacheVolume(cache: string): string {
@@ -90,13 +101,24 @@ export class LocalBuilder implements SourceBuilder {
     await rm(work, { recursive: true, force: true });
     const context = path.join(work, 'context');
     await mkdir(context, { recursive: true, mode: 0o700 });
+    const cgroups = await this.opts.cgroups();
+    if (!cgroups) throw new BuildFailure('This host has no cgroups to hold a build in.');
+    const group = `build-${spec.id.toLowerCase().replace(/[^a-z0-9-]/g, '')}`;
+    const { limits } = this.opts;
+    // Only the limits this host enforces (a v1 host may lack one controller or another).
+    const wanted = { memoryBytes: limits.memoryMb * MIB, cpuQuota: limits.cpus, pids: limits.pids };
+    await cgroups.create(
+      group,
+      Object.fromEntries(Object.entries(wanted).filter(([k]) => cgroups.supports.has(k as never))),
+    );
+    const killGroup = () => void killCgroup(cgroups, group);
     const log = createWriteStream(spec.logFile, { flags: 'a', mode: 0o600 });
     const deadline = Date.now() + this.opts.limits.timeoutS * 1000;
     try {
       await unpackSource(spec.source, context);
       const original = await this.dockerfileText(spec, context);
       const { text } = await rewriteBases(original, (ref) =>
-        this.baseLayout(ref, path.join(volume.path, 'bases'), log, spec.signal),
+        this.baseLayout(ref, path.join(BASES_DIR, name), log, spec.signal),
       );
       const dockerfile = path.join(work, 'Dockerfile');
       await writeFile(dockerfile, text);
@@ -105,10 +127,22 @@ export class LocalBuilder implements SourceBuilder {
       await writeFile(seccompFile, JSON.stringify(seccompProfile()));
       const tag = `localhost/pier-build/${spec.id}`;
       const bud = await runBuildah(
-        budArgs({ storage, dockerfile, context, tag, secrets, seccompFile, limits: this.opts.limits }),
+        budArgs({
+          storage,
+          dockerfile,
+          context,
+          tag,
+          secrets,
+          seccompFile,
+          // A child of the build's group: runc writes buildah's own defaults into the
+          // group it is given, so pier's caps sit on the parent, over all RUN steps.
+          cgroupParent: `${cgroups.path(group)}/run`,
+          limits,
+        }),
         log,
         deadline,
         spec.signal,
+        killGroup,
       );
       if (bud.timedOut) {
         throw new BuildFailure(`The build ran past its time cap of ${this.opts.limits.timeoutS} s.`);
@@ -138,6 +172,7 @@ export class LocalBuilder implements SourceBuilder {
       throw err;
     } finally {
       await new Promise<void>((resolve) => log.end(resolve));
+      await killCgroup(cgroups, group);
       await rm(work, { recursive: true, force: true }).catch(() => undefined);
     }
   }
@@ -196,5 +231,42 @@ export class LocalBuilder implements SourceBuilder {
         return { id, file };
       }),
     );
+  }
+}
+
+/** The pids in `dir` and every cgroup below it. */
+async function pidsBelow(dir: string): Promise<number[]> {
+  const own = await readFile(path.join(dir, 'cgroup.procs'), 'utf8').catch(() => '');
+  const pids = own.split('\n').filter(Boolean).map(Number);
+  const children = await readdir(dir, { withFileTypes: true }).catch(() => []);
+  for (const c of children) if (c.isDirectory()) pids.push(...(await pidsBelow(path.join(dir, c.name))));
+  return pids;
+}
+
+/** Removes the (empty) cgroups below `dir`, deepest first. */
+async function removeBelow(dir: string): Promise<void> {
+  const children = await readdir(dir, { withFileTypes: true }).catch(() => []);
+  for (const c of children) {
+    if (!c.isDirectory()) continue;
+    await removeBelow(path.join(dir, c.name));
+    await rmdir(path.join(dir, c.name)).catch(() => undefined);
+  }
+}
+
+/** Kills whatever is left in the build's cgroup tree and removes it (a few tries while they die). */
+async function killCgroup(cgroups: CgroupSet, group: string): Promise<void> {
+  for (let i = 0; i < 50; i++) {
+    for (const dir of cgroups.dirs(group)) {
+      for (const pid of await pidsBelow(dir)) {
+        try {
+          process.kill(pid, 'SIGKILL');
+        } catch {
+          // gone already
+        }
+      }
+      await removeBelow(dir);
+    }
+    if (await cgroups.remove(group).catch(() => false)) return;
+    await new Promise((r) => setTimeout(r, 100));
   }
 }
