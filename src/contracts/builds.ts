@@ -39,7 +39,10 @@ export const detectionSchema = z.object({
 });
 export type Detection = z.infer<typeof detectionSchema>;
 
-export const createBuildBody = z.strictObject({ source: sourceId, dockerfile: innerPath.optional() });
+export const createBuildBody = z.strictObject({
+  source: sourceId,
+  dockerfile: innerPath.optional(),
+});
 
 export const buildStateSchema = z.enum(['queued', 'building', 'done', 'failed']);
 

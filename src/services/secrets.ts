@@ -264,4 +264,3 @@ export async function revealSecrets(
   const all = await query.execute();
   return Object.fromEntries(all.map((s) => [s.name, ctx.box.open(s, bindingOf(appId, s.name))]));
 }
-

@@ -19,7 +19,9 @@ let org: TestOrg;
 beforeAll(async () => {
   tp = await startTestPlatform({ buildSourceMaxMb: 1, buildSourceMaxFiles: 100 });
   org = await tp.createOrg();
-  expect((await tp.request('POST', '/v1/apps', { token: org.token, body: { name: 'src-app' } })).status).toBe(201);
+  expect(
+    (await tp.request('POST', '/v1/apps', { token: org.token, body: { name: 'src-app' } })).status,
+  ).toBe(201);
 }, 60_000);
 
 afterAll(async () => {
@@ -97,7 +99,9 @@ describe('POST /v1/apps/:name/sources', () => {
     expect(tooMany.status).toBe(413);
 
     // 64 MiB of zeros gzip to ~64 KiB: under the size cap, far past 10x it unpacked.
-    const bomb = await upload(sourceArchive([{ path: 'zeros', content: Buffer.alloc(64 * 1024 * 1024) }]));
+    const bomb = await upload(
+      sourceArchive([{ path: 'zeros', content: Buffer.alloc(64 * 1024 * 1024) }]),
+    );
     expect(bomb.status).toBe(413);
     expect(bomb.body.code).toBe('too-large');
     // Nothing of a refused upload stays on disk.

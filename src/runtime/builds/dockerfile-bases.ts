@@ -57,14 +57,19 @@ function instructions(lines: string[]): Instruction[] {
 
 /** `${NAME}`, `$NAME` and `${NAME:-default}` from `args`; throws on a name it lacks. */
 function expand(value: string, args: Map<string, string>): string {
-  return value.replace(/\$(?:\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}|([A-Za-z_][A-Za-z0-9_]*))/g, (_m, a, dflt, b) => {
-    const name = (a ?? b) as string;
-    const v = args.get(name) ?? (dflt as string | undefined);
-    if (v === undefined) {
-      throw new DockerfileError(`FROM uses \${${name}}, which no ARG before the first FROM sets.`);
-    }
-    return v;
-  });
+  return value.replace(
+    /\$(?:\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}|([A-Za-z_][A-Za-z0-9_]*))/g,
+    (_m, a, dflt, b) => {
+      const name = (a ?? b) as string;
+      const v = args.get(name) ?? (dflt as string | undefined);
+      if (v === undefined) {
+        throw new DockerfileError(
+          `FROM uses \${${name}}, which no ARG before the first FROM sets.`,
+        );
+      }
+      return v;
+    },
+  );
 }
 
 /**

@@ -145,11 +145,15 @@ export class LocalBuilder implements SourceBuilder {
         killGroup,
       );
       if (bud.timedOut) {
-        throw new BuildFailure(`The build ran past its time cap of ${this.opts.limits.timeoutS} s.`);
+        throw new BuildFailure(
+          `The build ran past its time cap of ${this.opts.limits.timeoutS} s.`,
+        );
       }
       spec.signal?.throwIfAborted();
       if (bud.code !== 0) {
-        throw new BuildFailure(`The builder failed (exit ${bud.code ?? bud.signal}); see the build's logs.`);
+        throw new BuildFailure(
+          `The builder failed (exit ${bud.code ?? bud.signal}); see the build's logs.`,
+        );
       }
       const out = path.join(work, 'image');
       const push = await runBuildah(pushArgs(storage, tag, out), log, deadline, spec.signal);
@@ -168,7 +172,8 @@ export class LocalBuilder implements SourceBuilder {
       return { digest: image.digest };
     } catch (err) {
       if (err instanceof DockerfileError) throw new BuildFailure(err.message);
-      if (err instanceof Error && err.name === 'SourceArchiveError') throw new BuildFailure(err.message);
+      if (err instanceof Error && err.name === 'SourceArchiveError')
+        throw new BuildFailure(err.message);
       throw err;
     } finally {
       await new Promise<void>((resolve) => log.end(resolve));
@@ -204,7 +209,9 @@ export class LocalBuilder implements SourceBuilder {
       image = await this.opts.images.pull(ref, signal ? { signal } : {});
     } catch (err) {
       if (err instanceof ImageError) {
-        throw new BuildFailure(`The base image ${ref} could not be pulled (${err.code}): ${err.message}`);
+        throw new BuildFailure(
+          `The base image ${ref} could not be pulled (${err.code}): ${err.message}`,
+        );
       }
       throw err;
     }
@@ -239,7 +246,8 @@ async function pidsBelow(dir: string): Promise<number[]> {
   const own = await readFile(path.join(dir, 'cgroup.procs'), 'utf8').catch(() => '');
   const pids = own.split('\n').filter(Boolean).map(Number);
   const children = await readdir(dir, { withFileTypes: true }).catch(() => []);
-  for (const c of children) if (c.isDirectory()) pids.push(...(await pidsBelow(path.join(dir, c.name))));
+  for (const c of children)
+    if (c.isDirectory()) pids.push(...(await pidsBelow(path.join(dir, c.name))));
   return pids;
 }
 

@@ -107,14 +107,19 @@ export async function checkSourceArchive(file: string, caps: SourceCaps): Promis
         case 'Directory':
           break;
         case 'SymbolicLink':
-          if (parts.length === 0) throw new SourceArchiveError('bad', 'A link at the root.', e.path);
+          if (parts.length === 0)
+            throw new SourceArchiveError('bad', 'A link at the root.', e.path);
           links.set(parts.join('/'), e.linkpath ?? '');
           break;
         case 'Link':
           try {
             components(e.linkpath ?? ''); // a hard link names a path of the archive
           } catch {
-            throw new SourceArchiveError('bad', `${e.path}: a hard link to ${e.linkpath}, outside the tree.`, e.path);
+            throw new SourceArchiveError(
+              'bad',
+              `${e.path}: a hard link to ${e.linkpath}, outside the tree.`,
+              e.path,
+            );
           }
           break;
         default:
@@ -161,7 +166,8 @@ export async function unpackSource(file: string, root: string): Promise<void> {
     if (e.type === 'Directory') {
       const st = await lstat(dest).catch(() => undefined);
       if (!st) await mkdir(dest, { mode: mode | 0o700 });
-      else if (!st.isDirectory()) throw new SourceArchiveError('bad', `${e.path}: not a directory.`);
+      else if (!st.isDirectory())
+        throw new SourceArchiveError('bad', `${e.path}: not a directory.`);
       e.resume();
     } else if (e.type === 'SymbolicLink') {
       await symlink(e.linkpath ?? '', dest);

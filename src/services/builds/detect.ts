@@ -59,14 +59,17 @@ function node(files: Map<string, string>, names: Set<string>, images: Images): D
     notes.push('pnpm-lock.yaml: dependencies installed with pnpm.');
   } else if (hasDeps) {
     install = 'npm install --omit=dev';
-    notes.push('No lock file: dependencies installed with npm install (pin them with a lock file).');
+    notes.push(
+      'No lock file: dependencies installed with npm install (pin them with a lock file).',
+    );
   }
   let start: string;
   if (typeof pkg.scripts?.start === 'string') {
     start = 'npm start';
     notes.push(`The start script: ${pkg.scripts.start}`);
   } else {
-    const main = typeof pkg.main === 'string' ? pkg.main : names.has('server.js') ? 'server.js' : 'index.js';
+    const main =
+      typeof pkg.main === 'string' ? pkg.main : names.has('server.js') ? 'server.js' : 'index.js';
     start = `node ${main}`;
     notes.push(`No start script: runs ${main}.`);
   }
@@ -80,7 +83,13 @@ function node(files: Map<string, string>, names: Set<string>, images: Images): D
     `EXPOSE ${NODE_PORT}`,
     `CMD ["/bin/sh", "-c", ${q(start)}]`,
   ];
-  return { builder: 'node', startCommand: start, internalPort: NODE_PORT, dockerfile: lines.join('\n') + '\n', notes };
+  return {
+    builder: 'node',
+    startCommand: start,
+    internalPort: NODE_PORT,
+    dockerfile: lines.join('\n') + '\n',
+    notes,
+  };
 }
 
 function python(files: Map<string, string>, names: Set<string>, images: Images): Detection {
@@ -110,9 +119,16 @@ function python(files: Map<string, string>, names: Set<string>, images: Images):
     `EXPOSE ${PYTHON_PORT}`,
     `CMD ["/bin/sh", "-c", ${q(start)}]`,
   ];
-  if (pyproject && !files.has('requirements.txt')) notes.push('pyproject.toml: installed with pip install .');
+  if (pyproject && !files.has('requirements.txt'))
+    notes.push('pyproject.toml: installed with pip install .');
   notes.push(`Runs: ${start}`);
-  return { builder: 'python', startCommand: start, internalPort: PYTHON_PORT, dockerfile: lines.join('\n') + '\n', notes };
+  return {
+    builder: 'python',
+    startCommand: start,
+    internalPort: PYTHON_PORT,
+    dockerfile: lines.join('\n') + '\n',
+    notes,
+  };
 }
 
 function go(files: Map<string, string>, names: Set<string>, images: Images): Detection {
@@ -168,7 +184,8 @@ export async function detectArchive(
   }
   if (files.has('go.mod')) return go(files, names, images);
   if (files.has('package.json')) return node(files, names, images);
-  if (files.has('requirements.txt') || files.has('pyproject.toml')) return python(files, names, images);
+  if (files.has('requirements.txt') || files.has('pyproject.toml'))
+    return python(files, names, images);
   if (files.has('index.html')) return staticSite(images);
   throw new ApiError(
     'bad-request',

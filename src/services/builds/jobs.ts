@@ -27,7 +27,11 @@ export function buildJobs(get: () => ServiceContext) {
         const ctx = get();
         const row = await buildsQuery(ctx.db).where('builds.id', '=', buildId).executeTakeFirst();
         if (!row || row.state === 'done' || row.state === 'failed') return;
-        const finish = async (set: { state: 'done' | 'failed'; image_digest?: string; error?: string }) => {
+        const finish = async (set: {
+          state: 'done' | 'failed';
+          image_digest?: string;
+          error?: string;
+        }) => {
           await ctx.db
             .updateTable('builds')
             .set({ ...set, finished_at: new Date() })
@@ -48,7 +52,11 @@ export function buildJobs(get: () => ServiceContext) {
         try {
           if (!ctx.builder) throw new BuildFailure('This installation builds no images.');
           const source = sourceFile(ctx, row.source_id);
-          const found = await detectArchive(source, ctx.config.detectImages, row.dockerfile ?? undefined);
+          const found = await detectArchive(
+            source,
+            ctx.config.detectImages,
+            row.dockerfile ?? undefined,
+          );
           await ctx.db
             .updateTable('builds')
             .set({
@@ -58,12 +66,18 @@ export function buildJobs(get: () => ServiceContext) {
             })
             .where('id', '=', buildId)
             .execute();
-          if (found.dockerfile) await appendFile(logFile, `pier: detected ${found.builder}; Dockerfile:\n${found.dockerfile}`);
+          if (found.dockerfile)
+            await appendFile(
+              logFile,
+              `pier: detected ${found.builder}; Dockerfile:\n${found.dockerfile}`,
+            );
           const { digest } = await ctx.builder.build({
             id: buildId,
             cache: row.app_id,
             source,
-            dockerfile: found.dockerfile ? { text: found.dockerfile } : { path: row.dockerfile ?? 'Dockerfile' },
+            dockerfile: found.dockerfile
+              ? { text: found.dockerfile }
+              : { path: row.dockerfile ?? 'Dockerfile' },
             secrets: await revealSecrets(ctx.db, ctx, row.app_id, { buildOnly: true }),
             logFile,
             signal: job.signal,

@@ -33,7 +33,13 @@ export async function pruneBuilds(ctx: ServiceContext, appId: string): Promise<v
     .where('app_id', '=', appId)
     .where('created_at', '<', new Date(Date.now() - SOURCE_GRACE_MS))
     .where(({ not, exists, selectFrom }) =>
-      not(exists(selectFrom('builds').select('builds.id').whereRef('builds.source_id', '=', 'build_sources.id'))),
+      not(
+        exists(
+          selectFrom('builds')
+            .select('builds.id')
+            .whereRef('builds.source_id', '=', 'build_sources.id'),
+        ),
+      ),
     )
     .execute();
   for (const s of unused) {

@@ -81,7 +81,9 @@ export function buildsQuery(ex: Executor) {
     ]);
 }
 
-export type BuildRow = Awaited<ReturnType<ReturnType<typeof buildsQuery>['executeTakeFirstOrThrow']>>;
+export type BuildRow = Awaited<
+  ReturnType<ReturnType<typeof buildsQuery>['executeTakeFirstOrThrow']>
+>;
 
 export function toBuild(r: BuildRow): Build {
   return {

@@ -94,12 +94,19 @@ export function buildRoutes(root: FastifyInstance, { ctx }: AppDeps): void {
       response: { 202: buildSchema },
     },
     handler: async (req, reply) =>
-      reply.code(202).send(await createBuild(ctx, principalOf(req).orgId, req.params.name, req.body)),
+      reply
+        .code(202)
+        .send(await createBuild(ctx, principalOf(req).orgId, req.params.name, req.body)),
   });
 
   app.get('/v1/apps/:name/builds', {
     config: { auth: auth.R('AA', appFromParams) },
-    schema: { tags, summary: "An app's builds, newest first", params: appParams, response: { 200: buildListSchema } },
+    schema: {
+      tags,
+      summary: "An app's builds, newest first",
+      params: appParams,
+      response: { 200: buildListSchema },
+    },
     handler: async (req) => listBuilds(ctx, principalOf(req).orgId, req.params.name),
   });
 
@@ -111,7 +118,12 @@ export function buildRoutes(root: FastifyInstance, { ctx }: AppDeps): void {
 
   app.get('/v1/builds/:id/logs', {
     config: { auth: { ...auth.R('AA'), appOf } },
-    schema: { tags, summary: "The builder's output (follow=1: until the build ends)", params: buildIdParams, querystring: buildLogsQuery },
+    schema: {
+      tags,
+      summary: "The builder's output (follow=1: until the build ends)",
+      params: buildIdParams,
+      querystring: buildLogsQuery,
+    },
     handler: async (req, reply) => {
       const ended = new AbortController();
       reply.raw.once('close', () => ended.abort());
