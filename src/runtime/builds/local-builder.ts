@@ -8,7 +8,7 @@
  * secrets, the image layout), removed when it ends, whatever the outcome.
  *
  * Base images are pulled by pier's image store (outbound guard, registry rules, caps)
- * and linked into `/run/pier/build-bases/<app>/<digest>/` as OCI layouts the
+ * and linked into `/run/pier/build-bases/<build>/<digest>/` as OCI layouts the
  * Dockerfile is rewritten to use.
  * The result is pushed to an OCI layout and imported into the image store, unpacked once
  * under its manifest digest, like a pulled image.
@@ -113,12 +113,13 @@ export class LocalBuilder implements SourceBuilder {
     );
     const killGroup = () => void killCgroup(cgroups, group);
     const log = createWriteStream(spec.logFile, { flags: 'a', mode: 0o600 });
+    const bases = path.join(BASES_DIR, spec.id.toLowerCase());
     const deadline = Date.now() + this.opts.limits.timeoutS * 1000;
     try {
       await unpackSource(spec.source, context);
       const original = await this.dockerfileText(spec, context);
       const { text } = await rewriteBases(original, (ref) =>
-        this.baseLayout(ref, path.join(BASES_DIR, name), log, spec.signal),
+        this.baseLayout(ref, bases, log, spec.signal),
       );
       const dockerfile = path.join(work, 'Dockerfile');
       await writeFile(dockerfile, text);
@@ -179,6 +180,7 @@ export class LocalBuilder implements SourceBuilder {
       await new Promise<void>((resolve) => log.end(resolve));
       await killCgroup(cgroups, group);
       await rm(work, { recursive: true, force: true }).catch(() => undefined);
+      await rm(bases, { recursive: true, force: true }).catch(() => undefined);
     }
   }
 
