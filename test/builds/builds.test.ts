@@ -120,18 +120,19 @@ describe.skipIf(!canRunMachines)('builds', () => {
     });
     expect(put.status).toBe(200);
     const before = await nftRuleset();
+    const dockerfile = [
+      `FROM ${base} AS stage`,
+      'RUN echo built-in-stage > /stage.txt',
+      `FROM ${base}`,
+      'COPY --from=stage /stage.txt /srv/stage.txt',
+      'COPY index.html /srv/index.html',
+      // The secret is there in the step (its length is printed), and nowhere after.
+      'RUN --mount=type=secret,id=NPM_TOKEN echo "secret bytes: $(wc -c < /run/secrets/NPM_TOKEN)" && ls /run/secrets/ ; echo "plain: ${PLAIN:-unset}"',
+      'RUN echo "uid_map: $(cat /proc/self/uid_map)"',
+      'CMD ["httpd", "-f", "-p", "8080", "-h", "/srv"]',
+    ].join('\n');
     const { build: b, log } = await build('web', {
-      Dockerfile: [
-        `FROM ${base} AS stage`,
-        'RUN echo built-in-stage > /stage.txt',
-        `FROM ${base}`,
-        'COPY --from=stage /stage.txt /srv/stage.txt',
-        'COPY index.html /srv/index.html',
-        // The secret is there in the step (its length is printed), and nowhere after.
-        'RUN --mount=type=secret,id=NPM_TOKEN echo "secret bytes: $(wc -c < /run/secrets/NPM_TOKEN)" && ls /run/secrets/ ; echo "plain: ${PLAIN:-unset}"',
-        'RUN echo "uid_map: $(cat /proc/self/uid_map)"',
-        'CMD ["httpd", "-f", "-p", "8080", "-h", "/srv"]',
-      ].join('\n'),
+      Dockerfile: dockerfile,
       'index.html': 'hello from a build',
     });
     expect(b.state, log).toBe('done');
@@ -146,6 +147,12 @@ describe.skipIf(!canRunMachines)('builds', () => {
     // buildah added no tables, chains or rules to the host's firewall.
     expect(await nftRuleset()).toBe(before);
     built = b;
+
+    // A rebuild with only a source change reuses the app's layer cache for the steps before it.
+    const again = await build('web', { Dockerfile: dockerfile, 'index.html': 'changed' });
+    expect(again.build.state, again.log).toBe('done');
+    expect(again.log).toMatch(/RUN echo built-in-stage[^\n]*\n--> Using cache/);
+    expect(again.build.imageDigest).not.toBe(b.imageDigest);
 
     const listed = await bed.req('GET', '/v1/apps/web/builds');
     expect(listed.body.map((x: any) => x.id)).toContain(b.id);
