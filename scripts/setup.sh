@@ -11,6 +11,8 @@
 #   - runc and tini: machines (OCI runtime, pid 1 of each); runsc: gVisor, the stronger
 #     sandbox an operator may choose for them; busybox-static and docker-registry: the machine
 #     tests build small images and serve them from a real local OCI registry
+#   - buildah: builds of apps' sources (Dockerfiles), run isolated like machines (runc,
+#     the machines' user namespace and seccomp profile, no network, cgroup caps)
 #   - chromium: the console's end-to-end tests drive Debian's browser with playwright-core
 #   - pebble: the edge tests issue real certificates through ACME against Debian's test CA
 #   - the unprivileged `pier` service user that runs the embedded store (each managed
@@ -38,6 +40,8 @@ command -v s3cmd >/dev/null || need+=(s3cmd)
 [ -x /usr/sbin/nft ] || [ -x /sbin/nft ] || need+=(nftables)
 [ -x /bin/busybox ] || need+=(busybox-static)
 [ -x /usr/bin/docker-registry ] || need+=(docker-registry)
+# Builds: Debian's buildah (1.28) builds Dockerfiles; pier runs it (src/runtime/builds/).
+[ -x /usr/bin/buildah ] || need+=(buildah)
 [ -x /usr/bin/chromium ] || need+=(chromium)
 [ -x /usr/bin/pebble ] || need+=(pebble)
 # mkfs.btrfs lives in sbin, which a non-root PATH may lack: look for the file itself.

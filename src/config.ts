@@ -66,6 +66,30 @@ export const configSchema = z.object({
   imageMaxEntries: z.number().int().positive().default(1_000_000),
   /** Cap on one image's compressed download (config and layers as declared), in GiB. */
   imageMaxDownloadGb: z.number().positive().max(1_000_000).default(5),
+  /** Cap on one uploaded source archive (gzip'd tar, compressed bytes), in MiB: 413 `too-large`. */
+  buildSourceMaxMb: z.number().positive().max(1_000_000).default(200),
+  /** Cap on the entries of one source archive (and on its unpacked bytes: 10x the size cap). */
+  buildSourceMaxFiles: z.number().int().positive().default(50_000),
+  /** Wall-clock cap on one build, in seconds; past it the builder is killed and the build fails. */
+  buildTimeoutS: z.number().int().positive().default(900),
+  /** Memory of one build's RUN steps, in MiB. */
+  buildMemoryMb: z.number().int().positive().default(2048),
+  /** CPU cores one build's RUN steps may use. */
+  buildCpus: z.number().positive().max(1024).default(1),
+  /** Processes one build's RUN steps may hold at once (a fork bomb stops there). */
+  buildPids: z.number().int().positive().default(1024),
+  /** Disk of one app's builds (its layer cache and work), in GiB: a quota'd pool volume. */
+  buildDiskGb: z.number().positive().max(1_000_000).default(10),
+  /** Base images of the Dockerfiles detect generates, per builder (OCI references). */
+  detectImages: z
+    .object({
+      static: z.string().min(1).default('docker.io/library/busybox:stable'),
+      node: z.string().min(1).default('docker.io/library/node:20-slim'),
+      python: z.string().min(1).default('docker.io/library/python:3.12-slim'),
+      go: z.string().min(1).default('docker.io/library/golang:1.22'),
+      goRuntime: z.string().min(1).default('gcr.io/distroless/static-debian12'),
+    })
+    .prefault({}),
   /** AES-256 master key for secrets, base64; absent = DATA_DIR/master.key (mode 0600). */
   masterKey: z.string().optional(),
   /** Region new organizations get when the operator names none. */
@@ -296,6 +320,20 @@ export function configFromEnv(env: NodeJS.ProcessEnv): ConfigInput {
     imageMaxUnpackedGb: num('PIER_IMAGE_MAX_UNPACKED_GB'),
     imageMaxEntries: num('PIER_IMAGE_MAX_ENTRIES'),
     imageMaxDownloadGb: num('PIER_IMAGE_MAX_DOWNLOAD_GB'),
+    buildSourceMaxMb: num('PIER_BUILD_SOURCE_MAX_MB'),
+    buildSourceMaxFiles: num('PIER_BUILD_SOURCE_MAX_FILES'),
+    buildTimeoutS: num('PIER_BUILD_TIMEOUT_S'),
+    buildMemoryMb: num('PIER_BUILD_MEMORY_MB'),
+    buildCpus: num('PIER_BUILD_CPUS'),
+    buildPids: num('PIER_BUILD_PIDS'),
+    buildDiskGb: num('PIER_BUILD_DISK_GB'),
+    detectImages: {
+      static: pick('PIER_DETECT_IMAGE_STATIC'),
+      node: pick('PIER_DETECT_IMAGE_NODE'),
+      python: pick('PIER_DETECT_IMAGE_PYTHON'),
+      go: pick('PIER_DETECT_IMAGE_GO'),
+      goRuntime: pick('PIER_DETECT_IMAGE_GO_RUNTIME'),
+    },
     masterKey: pick('PIER_MASTER_KEY'),
     region: pick('PIER_REGION'),
     sshGatewayAddress: pick('PIER_SSH_GATEWAY_ADDRESS'),

@@ -35,7 +35,10 @@ import { scheduleMachineSleep } from './services/machines/sleep.js';
 import { newMachineChanges } from './services/machines/state-events.js';
 import { scheduleCheckpoints } from './services/machines/checkpoints.js';
 import { scheduleLiveness } from './services/machines/liveness.js';
-import { hostRuntime } from './runtime/host-runtime.js';
+import { hostImageStore, hostRuntime } from './runtime/host-runtime.js';
+import { LocalBuilder } from './runtime/builds/local-builder.js';
+import { CgroupSet } from './host/cgroups/cgroup.js';
+import { buildJobs } from './services/builds/jobs.js';
 import { scheduleDatabaseUpkeep, takeBackDatabases } from './services/databases/upkeep.js';
 import { scheduleOrphanSweep } from './services/buckets/orphan-sweep.js';
 import { blobStoreFromConfig } from './objects/blobs/config.js';
@@ -160,6 +163,7 @@ export async function startPlatform(config: Config, opts: PlatformOptions = {}):
       ...databaseJobs(() => late.ctx!),
       ...volumeJobs(() => late.ctx!),
       ...machineJobs(() => late.ctx!),
+      ...buildJobs(() => late.ctx!),
       ...billingJobs(() => late.ctx!),
       ...webhookJobs(store.db),
       ...edgeJobs(() => late.ctx!),
@@ -186,6 +190,22 @@ export async function startPlatform(config: Config, opts: PlatformOptions = {}):
       trusted: config.trustedRegistries,
       resolve: opts.resolve,
     });
+    // One image store for machines and builds: pulls (base images too) go through the
+    // registries, token realms and redirects the guard allows (docs: "Outbound calls").
+    const images = (() => {
+      const outbound = new OutboundGuard({
+        allowPrivate: config.allowPrivateTargets,
+        trusted: config.trustedRegistries,
+      });
+      const limits = {
+        maxUnpackedBytes: Math.floor(config.imageMaxUnpackedGb * 2 ** 30),
+        maxEntries: config.imageMaxEntries,
+        maxDownloadBytes: Math.floor(config.imageMaxDownloadGb * 2 ** 30),
+      };
+      const log = logger.child({ component: 'machines' });
+      const store = hostImageStore({ dataDir: config.dataDir, log, outbound, imageLimits: limits });
+      return { outbound, limits, store };
+    })();
     const ctx: ServiceContext = {
       db: store.db,
       clock,
@@ -214,19 +234,26 @@ export async function startPlatform(config: Config, opts: PlatformOptions = {}):
         sandboxRuntime: config.machineRuntime,
         // Machines' egress: private ranges stay closed to them unless the operator opens them.
         walls: { allowPrivate: config.allowPrivateTargets },
-        // Image pulls: registries, token realms and redirects (docs: "Outbound calls").
-        outbound: new OutboundGuard({
-          allowPrivate: config.allowPrivateTargets,
-          trusted: config.trustedRegistries,
-        }),
-        imageLimits: {
-          maxUnpackedBytes: Math.floor(config.imageMaxUnpackedGb * 2 ** 30),
-          maxEntries: config.imageMaxEntries,
-          maxDownloadBytes: Math.floor(config.imageMaxDownloadGb * 2 ** 30),
-        },
+        outbound: images.outbound,
+        imageLimits: images.limits,
+        images: images.store,
         platformCaFile: tls.publicCaFile,
         // The services listener binds the bridge's gateway once the bridge exists.
         onBridgeUp: async () => late.services?.bind(),
+      }),
+      // Builds run on this host and put their images into the machines' image store.
+      builder: new LocalBuilder({
+        pool,
+        cgroups: () => CgroupSet.detect(),
+        images: images.store,
+        log: logger.child({ component: 'builds' }),
+        limits: {
+          timeoutS: config.buildTimeoutS,
+          memoryMb: config.buildMemoryMb,
+          cpus: config.buildCpus,
+          pids: config.buildPids,
+          diskGb: config.buildDiskGb,
+        },
       }),
     };
     late.ctx = ctx;

@@ -135,6 +135,8 @@ export const errorCatalogue = {
     message: 'An app with a volume runs exactly one machine.',
   },
   'build-not-found': { status: 404, message: 'No such build in the organization.' },
+  // pier: builds (CONTRACT 7)
+  'build-not-ready': { status: 409, message: 'The build has not produced an image.' },
   'mail-domain': { status: 409, message: 'The name is a sending domain.' },
   'shadows-default-address': { status: 409, message: "The domain is an app's default address." },
   'zone-in-use': { status: 409, message: 'The zone cannot be released.' },

@@ -32,6 +32,20 @@ export interface HostRuntimeOptions {
   platformCaFile?: string;
   /** Called once the machines' bridge is made (LocalRuntimeOptions.onBridgeUp). */
   onBridgeUp?: () => Promise<void>;
+  /** The image store to run from, shared with the builder (default: one of its own). */
+  images?: ImageStore;
+}
+
+/** The host's image store: `DATA_DIR/images`, pulls through the outbound guard. */
+export function hostImageStore(
+  opts: Pick<HostRuntimeOptions, 'dataDir' | 'log' | 'outbound' | 'imageLimits'>,
+): ImageStore {
+  return new ImageStore({
+    dir: path.join(opts.dataDir, 'images'),
+    log: opts.log,
+    guard: opts.outbound,
+    limits: opts.imageLimits,
+  });
 }
 
 /** A `MachineRuntime` whose every call first makes (once) the local runtime. */
@@ -46,12 +60,7 @@ export function hostRuntime(opts: HostRuntimeOptions): MachineRuntime {
       return new LocalRuntime({
         dataDir: opts.dataDir,
         pool,
-        images: new ImageStore({
-          dir: path.join(opts.dataDir, 'images'),
-          log: opts.log,
-          guard: opts.outbound,
-          limits: opts.imageLimits,
-        }),
+        images: opts.images ?? hostImageStore(opts),
         cgroups,
         network: opts.network,
         ...(opts.sandboxRuntime ? { sandboxRuntime: opts.sandboxRuntime } : {}),

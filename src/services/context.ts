@@ -7,6 +7,7 @@ import type { OutboundGuard } from '../host/outbound-guard.js';
 import type { JobCatalogue } from '../jobs/catalogue.js';
 import type { BlobStore } from '../objects/blobs/blob-store.js';
 import type { DatabaseRuntime } from '../engines/runtime.js';
+import type { SourceBuilder } from '../runtime/builds/local-builder.js';
 import type { GuestSession, MachineRuntime } from '../runtime/runtime.js';
 import type { PoolHandle } from '../storage/pool-handle.js';
 import type { Db } from '../store/db.js';
@@ -69,4 +70,6 @@ export interface ServiceContext {
   outbound: OutboundGuard;
   /** Runs machines on this host (made on first use). */
   machines?: MachineRuntime;
+  /** Builds images from sources on this host (runtime/builds). */
+  builder?: SourceBuilder;
 }

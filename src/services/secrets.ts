@@ -250,11 +250,17 @@ export async function revealSecrets(
   ex: Executor,
   ctx: ServiceContext,
   appId: string,
+  /**
+   * Only those marked `build: true`: what a build sees (as build secrets, `RUN
+   * --mount=type=secret,id=NAME`), never written into a layer.
+   */
+  opts: { buildOnly?: boolean } = {},
 ): Promise<Record<string, string>> {
-  const all = await ex
+  let query = ex
     .selectFrom('secrets')
     .select(['name', 'nonce', 'ciphertext'])
-    .where('app_id', '=', appId)
-    .execute();
+    .where('app_id', '=', appId);
+  if (opts.buildOnly) query = query.where('build', '=', true);
+  const all = await query.execute();
   return Object.fromEntries(all.map((s) => [s.name, ctx.box.open(s, bindingOf(appId, s.name))]));
 }

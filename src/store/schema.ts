@@ -604,6 +604,33 @@ export interface UdpEndpointsTable {
   created_at: CreatedAt;
 }
 
+export interface BuildSourcesTable {
+  id: string;
+  org_id: string;
+  app_id: string;
+  size_bytes: Numeric;
+  sha256: string;
+  files: number;
+  created_at: CreatedAt;
+}
+
+export interface BuildsTable {
+  id: string;
+  org_id: string;
+  app_id: string;
+  source_id: string;
+  dockerfile: string | null;
+  state: 'queued' | 'building' | 'done' | 'failed';
+  builder: string | null;
+  image_digest: string | null;
+  start_command: string | null;
+  internal_port: number | null;
+  error: string | null;
+  created_at: CreatedAt;
+  started_at: NullableTimestamp;
+  finished_at: NullableTimestamp;
+}
+
 export interface Database {
   machines: MachinesTable;
   machine_checkpoints: MachineCheckpointsTable;
@@ -658,6 +685,8 @@ export interface Database {
   protection_links: ProtectionLinksTable;
   app_network_policy: AppNetworkPolicyTable;
   udp_endpoints: UdpEndpointsTable;
+  build_sources: BuildSourcesTable;
+  builds: BuildsTable;
 }
 
 export type EdgeStatus = 'pending_dns' | 'verified' | 'cert_issued' | 'error';

@@ -10,6 +10,7 @@ import { attachRoutes } from './apps/attach.js';
 import { protectionRoutes } from './apps/protection.js';
 import { networkPolicyRoutes } from './apps/policy.js';
 import { udpRoutes } from './apps/udp.js';
+import { buildRoutes } from './builds/builds.js';
 import { bucketRoutes } from './buckets/buckets.js';
 import { bucketCorsRoutes } from './buckets/cors.js';
 import { bucketCredentialRoutes } from './buckets/credentials.js';
@@ -56,6 +57,7 @@ export async function registerRoutes(app: FastifyInstance, deps: AppDeps): Promi
     protectionRoutes,
     networkPolicyRoutes,
     udpRoutes,
+    buildRoutes,
     secretRoutes,
     bucketRoutes,
     bucketObjectRoutes,

@@ -17,7 +17,7 @@ import { checkDownloadSize, formatBytes, UnpackBudget, type ImageLimits } from '
 import type { Descriptor, ImageManifest, Platform } from './manifest.js';
 import { assertRunsHere } from './platform.js';
 import type { ImageRecord, ImageRecords } from './records.js';
-import type { RegistryClient } from './registry-client.js';
+import type { BlobSource } from './layout-source.js';
 import { treeSize, type RootDirs } from './roots.js';
 import { SharedWork } from './shared-work.js';
 import { applyLayer } from './unpack-layer.js';
@@ -37,7 +37,8 @@ export interface BuilderParts {
 
 /** One image to build: where from, and the manifests that lead to it. */
 export interface BuildJob {
-  client: RegistryClient;
+  /** A registry, or a local OCI layout (an image pier built). */
+  client: BlobSource;
   /** The canonical reference, for messages and the record. */
   name: string;
   /** The platform manifest's digest. */
@@ -181,7 +182,7 @@ export class ImageBuilder {
 
   /** Makes sure a blob is in the cache; concurrent requests for one blob share a download. */
   private fetchBlob(
-    client: RegistryClient,
+    client: BlobSource,
     desc: Descriptor,
     signal: AbortSignal,
     progress?: (p: BlobProgress) => void,

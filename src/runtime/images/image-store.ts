@@ -30,6 +30,7 @@ import { hostPlatform, selectManifest } from './platform.js';
 import { ImageRecords, type ImageRecord } from './records.js';
 import { formatReference, parseReference, type ImageReference } from './reference.js';
 import { RegistryClient } from './registry-client.js';
+import { LayoutSource, writeLinkedLayout } from './layout-source.js';
 import { RootDirs } from './roots.js';
 import { SharedWork } from './shared-work.js';
 
@@ -142,6 +143,47 @@ export class ImageStore {
       (signal, progress) => this.pullOnce(parsed, name, signal, progress),
       opts,
     );
+  }
+
+  /**
+   * Takes the image of a local OCI layout (`dir`, one manifest) into the store, unpacked
+   * once under its manifest digest like a pulled image, and recorded as `name`. Blobs are
+   * verified and the image held to the same caps as a pull. How builds become images.
+   */
+  async importLayout(dir: string, name: string, opts: PullOptions = {}): Promise<PulledImage> {
+    await this.init();
+    const source = new LayoutSource(dir, name);
+    const { digest, body } = await source.manifest();
+    const have = await this.lookup(digest);
+    if (have) return this.toPulled(have, name);
+    const doc = parseManifest(body, null, name);
+    if (doc.kind !== 'manifest') {
+      throw new ImageError('unsupported', `${name} is an index, not one image.`);
+    }
+    await this.blobs.writeVerified(digest, body);
+    const job = { client: source, name, digest, manifest: doc.manifest, manifests: [digest] };
+    const record = await this.builds.run(digest, (s, p) => this.builder.build(job, s, p), opts);
+    return this.toPulled(record, name);
+  }
+
+  /**
+   * Writes an OCI layout at `dir` whose one manifest is the stored image `digest`, its
+   * blobs linked (not copied) from the store: how a builder is handed a base image that
+   * pier pulled through its own guard. Undefined when the image is not in the store.
+   */
+  async exportLayout(digest: string, dir: string): Promise<boolean> {
+    await this.init();
+    const record = await this.lookup(digest);
+    if (!record) return false;
+    const manifest = await this.blobs.read(record.digest);
+    const mediaType = (JSON.parse(manifest.toString('utf8')) as { mediaType?: string }).mediaType;
+    await writeLinkedLayout(dir, {
+      digest: record.digest,
+      size: manifest.length,
+      mediaType: mediaType ?? 'application/vnd.oci.image.manifest.v1+json',
+      blobs: [record.digest, ...record.blobs].map((d) => ({ digest: d, file: this.blobs.path(d) })),
+    });
+    return true;
   }
 
   /** The image with this manifest (or index) digest, if it is on disk. Never uses the network. */

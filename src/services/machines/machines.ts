@@ -9,6 +9,7 @@ import { ApiError } from '../../errors/api-error.js';
 import { enqueue } from '../../jobs/queue.js';
 import type { MachineSpec } from '../../runtime/runtime.js';
 import { findApp } from '../apps/records.js';
+import { buildImageRef } from '../builds/records.js';
 import { attachedFrontPorts } from '../databases/attachments.js';
 import type { ServiceContext } from '../context.js';
 import { nameAvailability } from '../names.js';
@@ -41,9 +42,8 @@ export async function createMachine(
   /** A deploy-style replace of this machine of the app (see replace.ts). */
   replace?: string,
 ): Promise<{ machine: Machine; waited: boolean }> {
-  if (body.image.startsWith('build:')) {
-    throw new ApiError('build-not-found', `No build '${body.image.slice(6)}' in the organization.`);
-  }
+  // A build of another organization (or none) is `build-not-found`; one without an image yet, `build-not-ready`.
+  if (body.image.startsWith('build:')) await buildImageRef(ctx.db, orgId, body.image.slice(6));
   const config = withDefaults(body);
   const id = newId('mch');
   // The machine replaced does not count: it goes once the new one runs.
@@ -221,7 +221,10 @@ export async function specOf(ctx: ServiceContext, row: MachineRow): Promise<Mach
     : [];
   return {
     id: row.id,
-    image: config.image,
+    // `build:<id>`: the build's image in the store, by digest (never a registry lookup).
+    image: config.image.startsWith('build:')
+      ? await buildImageRef(ctx.db, row.org_id, config.image.slice(6))
+      : config.image,
     vcpus: config.vcpus,
     memoryMb: config.memoryMb,
     diskMb: config.diskMb ?? 2048,

@@ -1,0 +1,157 @@
+/**
+ * Runs Debian's `buildah` for one build, as isolated as a machine:
+ *
+ * - buildah itself runs in a network namespace of its own with nothing in it (`unshare
+ *   --net`): it can reach no registry (pier hands it base images as local layouts, see
+ *   dockerfile-bases.ts), and whatever network setup it attempts lands in that empty
+ *   namespace, never on the host's firewall.
+ * - every RUN step is an OCI container (`--isolation oci`, runc) with `--network none`,
+ *   in the user namespace machines use (ids 0–65535 are host 200000–265535, so build root
+ *   is no one on the host), under pier's seccomp profile, with buildah's default
+ *   capabilities inside that namespace only, and cgroup caps on memory, CPU and processes.
+ * - the whole process group is killed at the time cap (and the caller kills what is
+ *   left in the build's cgroup: RUN containers are not in buildah's process group).
+ *
+ * Output (both streams) goes to the build's log file, as the builder prints it.
+ */
+import { spawn } from 'node:child_process';
+import type { WriteStream } from 'node:fs';
+import { GUEST_ID_BASE, GUEST_ID_COUNT } from '../sandbox/userns.js';
+
+/** Where one app's builder keeps its layers (the per-app cache). */
+export interface BuildahStorage {
+  root: string;
+  runroot: string;
+}
+
+/** The caps of one build (operator settings). */
+export interface BuildLimits {
+  timeoutS: number;
+  memoryMb: number;
+  cpus: number;
+  pids: number;
+  diskGb: number;
+}
+
+/** The end of one buildah run. */
+export interface BuildahExit {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  timedOut: boolean;
+}
+
+const ID_MAP = `0:${GUEST_ID_BASE}:${GUEST_ID_COUNT}`;
+
+/** The buildah arguments common to every command (storage of the app's cache). */
+function storageArgs(s: BuildahStorage): string[] {
+  return ['--storage-driver', 'vfs', '--root', s.root, '--runroot', s.runroot];
+}
+
+/** `buildah bud` for the context and Dockerfile, tagged `tag`. */
+export function budArgs(opts: {
+  storage: BuildahStorage;
+  dockerfile: string;
+  context: string;
+  tag: string;
+  secrets: { id: string; file: string }[];
+  seccompFile: string;
+  /** The build's cgroup (CgroupSet.path): every RUN container is made inside it. */
+  cgroupParent: string;
+  limits: BuildLimits;
+}): string[] {
+  const { limits } = opts;
+  const period = 100_000;
+  return [
+    ...storageArgs(opts.storage),
+    'bud',
+    '--isolation',
+    'oci',
+    '--network',
+    'none',
+    '--userns-uid-map',
+    ID_MAP,
+    '--userns-gid-map',
+    ID_MAP,
+    '--pull-never',
+    '--layers',
+    '--security-opt',
+    `seccomp=${opts.seccompFile}`,
+    '--memory',
+    `${limits.memoryMb}m`,
+    '--cpu-period',
+    String(period),
+    '--cpu-quota',
+    String(Math.max(1000, Math.round(limits.cpus * period))),
+    // buildah 1.28 has no --pids-limit: the build's cgroup caps processes (and memory,
+    // CPU) for all its RUN containers together.
+    '--cgroup-parent',
+    opts.cgroupParent,
+    ...opts.secrets.flatMap((s) => ['--secret', `id=${s.id},src=${s.file}`]),
+    '-f',
+    opts.dockerfile,
+    '-t',
+    opts.tag,
+    opts.context,
+  ];
+}
+
+/** `buildah push` of `tag` into an OCI layout at `dir`. */
+export function pushArgs(storage: BuildahStorage, tag: string, dir: string): string[] {
+  return [...storageArgs(storage), 'push', '--quiet', tag, `oci:${dir}`];
+}
+
+/** `buildah rmi` of `tag` (its cached intermediate layers stay). */
+export function rmiArgs(storage: BuildahStorage, tag: string): string[] {
+  return [...storageArgs(storage), 'rmi', tag];
+}
+
+/**
+ * Runs buildah with `args` in an empty network namespace, its output appended to `log`;
+ * kills its whole process group at `deadline` (ms since the epoch) or on `signal`.
+ */
+export function runBuildah(
+  args: string[],
+  log: WriteStream,
+  deadline: number,
+  signal?: AbortSignal,
+  /** Called at the time cap or abort, after the process group is killed. */
+  onKill?: () => void,
+): Promise<BuildahExit> {
+  return new Promise((resolve, reject) => {
+    const child = spawn('unshare', ['--net', '--', 'buildah', ...args], {
+      detached: true, // its own process group, killed whole at the cap
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { PATH: '/usr/sbin:/usr/bin:/sbin:/bin', HOME: '/root', TMPDIR: '/var/tmp' },
+    });
+    let timedOut = false;
+    const killAll = () => {
+      try {
+        if (child.pid) process.kill(-child.pid, 'SIGKILL');
+      } catch {
+        // already gone
+      }
+      onKill?.();
+    };
+    const timer = setTimeout(
+      () => {
+        timedOut = true;
+        killAll();
+      },
+      Math.max(0, deadline - Date.now()),
+    );
+    const onAbort = () => killAll();
+    signal?.addEventListener('abort', onAbort, { once: true });
+    child.stdout.on('data', (c: Buffer) => log.write(c));
+    child.stderr.on('data', (c: Buffer) => log.write(c));
+    child.once('error', (err) => {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', onAbort);
+      reject(err);
+    });
+    child.once('close', (code, sig) => {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', onAbort);
+      resolve({ code, signal: sig, timedOut });
+    });
+  });
+}

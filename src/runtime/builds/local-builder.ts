@@ -1,0 +1,282 @@
+/**
+ * Builds images on this host with buildah (see buildah.ts for the isolation), from a
+ * checked source archive, into pier's own image store.
+ *
+ * Each app has a pool volume (`b-<app>`, quota'd at the operator's disk cap) holding its
+ * builder storage, which is its layer cache: a rebuild whose Dockerfile steps are
+ * unchanged reuses them. A build works in `work/<build id>/` on that volume (context,
+ * secrets, the image layout), removed when it ends, whatever the outcome.
+ *
+ * Base images are pulled by pier's image store (outbound guard, registry rules, caps)
+ * and linked into `/run/pier/build-bases/<build>/<digest>/` as OCI layouts the
+ * Dockerfile is rewritten to use.
+ * The result is pushed to an OCI layout and imported into the image store, unpacked once
+ * under its manifest digest, like a pulled image.
+ */
+import { createWriteStream, type WriteStream } from 'node:fs';
+import { chmod, mkdir, readdir, readFile, realpath, rm, rmdir, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import type { CgroupSet } from '../../host/cgroups/cgroup.js';
+import type { PoolHandle } from '../../storage/pool-handle.js';
+import { ImageError, type ImageStore } from '../images/index.js';
+import { seccompProfile } from '../sandbox/seccomp.js';
+import {
+  budArgs,
+  pushArgs,
+  rmiArgs,
+  runBuildah,
+  type BuildahStorage,
+  type BuildLimits,
+} from './buildah.js';
+import { DockerfileError, rewriteBases } from './dockerfile-bases.js';
+import { unpackSource } from './source-archive.js';
+
+export type { BuildLimits } from './buildah.js';
+
+/** One build to make. */
+export interface BuildSpec {
+  /** `bld-…`: names the work directory and the image. */
+  id: string;
+  /** Whose layer cache the build uses (the app's id). */
+  cache: string;
+  /** The checked source archive. */
+  source: string;
+  /** The Dockerfile: a path inside the source, or the text of a generated one. */
+  dockerfile: { path: string } | { text: string };
+  /** Build secrets by id (RUN --mount=type=secret,id=NAME). */
+  secrets: Record<string, string>;
+  /** Where the builder's output is appended. */
+  logFile: string;
+  signal?: AbortSignal;
+}
+
+/** Why a build failed, in words for its owner. */
+export class BuildFailure extends Error {
+  override name = 'BuildFailure';
+}
+
+export interface LocalBuilderOptions {
+  pool: PoolHandle;
+  /** The host's cgroups (null: none usable, and builds are refused). */
+  cgroups: () => Promise<CgroupSet | undefined>;
+  images: ImageStore;
+  limits: BuildLimits;
+  log: { info(obj: object, msg: string): void; warn(obj: object, msg: string): void };
+}
+
+const MIB = 1024 * 1024;
+
+/**
+ * Where base images are laid out for buildah (links into the image store: tiny). Not in
+ * the data dir: buildah names an `oci:` image after its path, and refuses a path with
+ * capital letters, which a data dir may have.
+ */
+const BASES_DIR = '/run/pier/build-bases';
+
+/** The cache volume's name for `cache`: `b-` and the id's safe characters. */
+export function cacheVolume(cache: string): string {
+  return `b-${cache.toLowerCase().replace(/[^a-z0-9-]/g, '')}`.slice(0, 100);
+}
+
+/** What the builds service needs of a builder. */
+export interface SourceBuilder {
+  build(spec: BuildSpec): Promise<{ digest: string }>;
+}
+
+export class LocalBuilder implements SourceBuilder {
+  constructor(private readonly opts: LocalBuilderOptions) {}
+
+  /** Builds `spec`; resolves with the image's manifest digest in the store. */
+  async build(spec: BuildSpec): Promise<{ digest: string }> {
+    const { pool } = await this.opts.pool.get();
+    const name = cacheVolume(spec.cache);
+    const volume =
+      (await pool.info(name)) ??
+      (await pool.create(name, { quotaBytes: Math.round(this.opts.limits.diskGb * 1024 * MIB) }));
+    const storage: BuildahStorage = {
+      root: path.join(volume.path, 'storage'),
+      runroot: path.join(volume.path, 'run'),
+    };
+    const work = path.join(volume.path, 'work', spec.id);
+    await rm(work, { recursive: true, force: true });
+    const context = path.join(work, 'context');
+    await mkdir(context, { recursive: true, mode: 0o700 });
+    const cgroups = await this.opts.cgroups();
+    if (!cgroups) throw new BuildFailure('This host has no cgroups to hold a build in.');
+    const group = `build-${spec.id.toLowerCase().replace(/[^a-z0-9-]/g, '')}`;
+    const { limits } = this.opts;
+    // Only the limits this host enforces (a v1 host may lack one controller or another).
+    const wanted = { memoryBytes: limits.memoryMb * MIB, cpuQuota: limits.cpus, pids: limits.pids };
+    await cgroups.create(
+      group,
+      Object.fromEntries(Object.entries(wanted).filter(([k]) => cgroups.supports.has(k as never))),
+    );
+    const killGroup = () => void killCgroup(cgroups, group);
+    const log = createWriteStream(spec.logFile, { flags: 'a', mode: 0o600 });
+    const bases = path.join(BASES_DIR, spec.id.toLowerCase());
+    const deadline = Date.now() + this.opts.limits.timeoutS * 1000;
+    try {
+      await unpackSource(spec.source, context);
+      const original = await this.dockerfileText(spec, context);
+      const { text } = await rewriteBases(original, (ref) =>
+        this.baseLayout(ref, bases, log, spec.signal),
+      );
+      const dockerfile = path.join(work, 'Dockerfile');
+      await writeFile(dockerfile, text);
+      const secrets = await this.writeSecrets(work, spec.secrets);
+      const seccompFile = path.join(work, 'seccomp.json');
+      await writeFile(seccompFile, JSON.stringify(seccompProfile()));
+      const tag = `localhost/pier-build/${spec.id}`;
+      const bud = await runBuildah(
+        budArgs({
+          storage,
+          dockerfile,
+          context,
+          tag,
+          secrets,
+          seccompFile,
+          // A child of the build's group: runc writes buildah's own defaults into the
+          // group it is given, so pier's caps sit on the parent, over all RUN steps.
+          cgroupParent: `${cgroups.path(group)}/run`,
+          limits,
+        }),
+        log,
+        deadline,
+        spec.signal,
+        killGroup,
+      );
+      if (bud.timedOut) {
+        throw new BuildFailure(
+          `The build ran past its time cap of ${this.opts.limits.timeoutS} s.`,
+        );
+      }
+      spec.signal?.throwIfAborted();
+      if (bud.code !== 0) {
+        throw new BuildFailure(
+          `The builder failed (exit ${bud.code ?? bud.signal}); see the build's logs.`,
+        );
+      }
+      const out = path.join(work, 'image');
+      const push = await runBuildah(pushArgs(storage, tag, out), log, deadline, spec.signal);
+      if (push.code !== 0) throw new BuildFailure('The built image could not be exported.');
+      // The cached intermediate layers stay (the app's cache); the tagged image goes.
+      await runBuildah(rmiArgs(storage, tag), log, deadline, spec.signal).catch(() => undefined);
+      const image = await this.opts.images
+        .importLayout(out, `build/${spec.id}`, spec.signal ? { signal: spec.signal } : {})
+        .catch((err: unknown) => {
+          if (err instanceof ImageError) {
+            throw new BuildFailure(`The built image was refused (${err.code}): ${err.message}`);
+          }
+          throw err;
+        });
+      log.write(`pier: image ${image.digest}\n`);
+      return { digest: image.digest };
+    } catch (err) {
+      if (err instanceof DockerfileError) throw new BuildFailure(err.message);
+      if (err instanceof Error && err.name === 'SourceArchiveError')
+        throw new BuildFailure(err.message);
+      throw err;
+    } finally {
+      await new Promise<void>((resolve) => log.end(resolve));
+      await killCgroup(cgroups, group);
+      await rm(work, { recursive: true, force: true }).catch(() => undefined);
+      await rm(bases, { recursive: true, force: true }).catch(() => undefined);
+    }
+  }
+
+  /** The Dockerfile's text: generated, or read from inside the context (never through a link out). */
+  private async dockerfileText(spec: BuildSpec, context: string): Promise<string> {
+    if ('text' in spec.dockerfile) return spec.dockerfile.text;
+    const want = path.join(context, spec.dockerfile.path);
+    const real = await realpath(want).catch(() => undefined);
+    const root = await realpath(context);
+    if (!real || !real.startsWith(`${root}/`)) {
+      throw new BuildFailure(`The source has no ${spec.dockerfile.path}.`);
+    }
+    const text = await readFile(real, 'utf8').catch(() => undefined);
+    if (text === undefined) throw new BuildFailure(`${spec.dockerfile.path} cannot be read.`);
+    return text;
+  }
+
+  /** Pulls `ref` through the image store and lays it out for the builder. */
+  private async baseLayout(
+    ref: string,
+    basesDir: string,
+    log: WriteStream,
+    signal?: AbortSignal,
+  ): Promise<string> {
+    log.write(`pier: pulling ${ref}\n`);
+    let image;
+    try {
+      image = await this.opts.images.pull(ref, signal ? { signal } : {});
+    } catch (err) {
+      if (err instanceof ImageError) {
+        throw new BuildFailure(
+          `The base image ${ref} could not be pulled (${err.code}): ${err.message}`,
+        );
+      }
+      throw err;
+    }
+    const dir = path.join(basesDir, image.digest.slice('sha256:'.length));
+    await mkdir(basesDir, { recursive: true, mode: 0o700 });
+    if (!(await this.opts.images.exportLayout(image.digest, dir))) {
+      throw new BuildFailure(`The base image ${ref} left the store while the build began.`);
+    }
+    return dir;
+  }
+
+  /** Writes each secret to a file of its own (0600, root's), for `--secret id=,src=`. */
+  private async writeSecrets(
+    work: string,
+    secrets: Record<string, string>,
+  ): Promise<{ id: string; file: string }[]> {
+    const dir = path.join(work, 'secrets');
+    await mkdir(dir, { mode: 0o700 });
+    await chmod(dir, 0o700);
+    return Promise.all(
+      Object.entries(secrets).map(async ([id, value], i) => {
+        const file = path.join(dir, String(i));
+        await writeFile(file, value, { mode: 0o600 });
+        return { id, file };
+      }),
+    );
+  }
+}
+
+/** The pids in `dir` and every cgroup below it. */
+async function pidsBelow(dir: string): Promise<number[]> {
+  const own = await readFile(path.join(dir, 'cgroup.procs'), 'utf8').catch(() => '');
+  const pids = own.split('\n').filter(Boolean).map(Number);
+  const children = await readdir(dir, { withFileTypes: true }).catch(() => []);
+  for (const c of children)
+    if (c.isDirectory()) pids.push(...(await pidsBelow(path.join(dir, c.name))));
+  return pids;
+}
+
+/** Removes the (empty) cgroups below `dir`, deepest first. */
+async function removeBelow(dir: string): Promise<void> {
+  const children = await readdir(dir, { withFileTypes: true }).catch(() => []);
+  for (const c of children) {
+    if (!c.isDirectory()) continue;
+    await removeBelow(path.join(dir, c.name));
+    await rmdir(path.join(dir, c.name)).catch(() => undefined);
+  }
+}
+
+/** Kills whatever is left in the build's cgroup tree and removes it (a few tries while they die). */
+async function killCgroup(cgroups: CgroupSet, group: string): Promise<void> {
+  for (let i = 0; i < 50; i++) {
+    for (const dir of cgroups.dirs(group)) {
+      for (const pid of await pidsBelow(dir)) {
+        try {
+          process.kill(pid, 'SIGKILL');
+        } catch {
+          // gone already
+        }
+      }
+      await removeBelow(dir);
+    }
+    if (await cgroups.remove(group).catch(() => false)) return;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}

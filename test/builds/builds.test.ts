@@ -1,0 +1,293 @@
+/**
+ * Builds with buildah on a real platform (CONTRACT 7, issue #25 items 2-4): a Dockerfile
+ * build from a base image in a local registry, durable and logged, into pier's image
+ * store, run as a machine with `build:<id>` (in its own organization only); build
+ * secrets that reach RUN steps and never the logs or layers; a RUN step as an attacker
+ * (host files, loopback API, the platform database, another organization's machine,
+ * capabilities, mounts, a fork bomb, the time cap), with the host's nft ruleset the same
+ * before and after; and detect, whose Dockerfile a build without one uses.
+ */
+import { execFile } from 'node:child_process';
+import http from 'node:http';
+import { writeFile, rm } from 'node:fs/promises';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { busyboxLayer, DEFAULT_APPLETS } from '../../src/runtime/images/build.test-helper.js';
+import { hostBinariesLayer } from '../../src/runtime/images/host-binaries.test-helper.js';
+import type { TestOrg } from '../helpers/platform.js';
+import { canRunMachines, startMachineBed, type MachineBed } from '../machines/bed.js';
+import { sourceArchive, uploadSource } from './archive.js';
+
+const execFileP = promisify(execFile);
+const APPLETS = [...new Set([...DEFAULT_APPLETS, 'nc', 'grep', 'seq', 'mount', 'wc', 'mkdir'])];
+
+let bed: MachineBed;
+let base: string;
+let nodeBase: string;
+let other: TestOrg;
+let otherMachineIp: string;
+const marker = `/tmp/pier-build-marker-${process.pid}`;
+
+async function nftRuleset(): Promise<string> {
+  return (await execFileP('nft', ['list', 'ruleset'])).stdout;
+}
+
+/** Uploads `tree` to `app` and builds it; answers the finished build and its log. */
+async function build(
+  app: string,
+  tree: Parameters<typeof sourceArchive>[0],
+  waitMs = 90_000,
+): Promise<{ build: any; log: string }> {
+  const up = await uploadSource(bed.tp.url, bed.org.token, app, sourceArchive(tree));
+  expect(up.status).toBe(201);
+  const made = await bed.req('POST', `/v1/apps/${app}/builds`, { source: up.body.id });
+  expect(made.status).toBe(202);
+  expect(made.body).toMatchObject({ app, source: up.body.id, state: 'queued' });
+  // follow=1 streams until the build ends: the answer's end is the build's end.
+  const logs = await fetch(`${bed.tp.url}/v1/builds/${made.body.id}/logs?follow=1`, {
+    headers: { authorization: `Bearer ${bed.org.token}` },
+    signal: AbortSignal.timeout(waitMs),
+  });
+  expect(logs.status).toBe(200);
+  const log = await logs.text();
+  const done = await bed.req('GET', `/v1/builds/${made.body.id}`);
+  return { build: done.body, log };
+}
+
+function viaProxy(app: string, path = '/'): Promise<{ status: number; text: string }> {
+  return new Promise((resolve, reject) => {
+    const r = http.get(`${bed.tp.url}${path}`, { headers: { host: `${app}.127.0.0.1` } }, (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (c: string) => (text += c));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
+    });
+    r.on('error', reject);
+  });
+}
+
+beforeAll(async () => {
+  if (!canRunMachines) return;
+  bed = await startMachineBed('bd', 240, {
+    buildTimeoutS: 40,
+    buildPids: 64,
+    buildDiskGb: 1,
+    buildMemoryMb: 256,
+  });
+  base = await bed.image('base:1', {
+    layers: [busyboxLayer(APPLETS), [{ path: 'run/', type: 'dir' }]],
+    config: { Cmd: ['/bin/sh'] },
+  });
+  nodeBase = await bed.image('node:1', {
+    layers: [busyboxLayer(APPLETS), hostBinariesLayer([process.execPath], 'usr/local/bin')],
+    config: { Env: ['PATH=/usr/local/bin:/bin'] },
+  });
+  for (const name of ['web', 'attack', 'slow', 'nodeapp', 'site']) {
+    expect((await bed.req('POST', '/v1/apps', { name })).status).toBe(201);
+  }
+  // Another organization's machine, which no build may reach.
+  other = await bed.tp.createOrg();
+  expect((await bed.req('POST', '/v1/apps', { name: 'theirs' }, other.token)).status).toBe(201);
+  const m = await bed.req(
+    'POST',
+    '/v1/apps/theirs/machines',
+    { image: base, start: 'exec httpd -f -p 8080 -h /', internalPort: 8080 },
+    other.token,
+  );
+  expect(m.status).toBe(201);
+  otherMachineIp = m.body.privateIp;
+  await writeFile(marker, 'host secret');
+}, 180_000);
+
+afterAll(async () => {
+  await rm(marker, { force: true });
+  // The bed destroys its own organization's machines; the other one's is ours to destroy.
+  for (const m of (await bed?.req('GET', '/v1/apps/theirs/machines', undefined, other?.token))
+    ?.body ?? []) {
+    await bed.req('POST', `/v1/machines/${m.id}/destroy`, undefined, other.token);
+  }
+  await bed?.close();
+}, 120_000);
+
+describe.skipIf(!canRunMachines)('builds', () => {
+  let built: any;
+
+  it('builds a Dockerfile into the image store, logged, with build secrets; a machine runs build:<id>', async () => {
+    const put = await bed.req('PUT', '/v1/apps/web/secrets', {
+      secrets: { NPM_TOKEN: 'tok-3141592653', PLAIN: 'not-for-builds' },
+      build: { NPM_TOKEN: true },
+    });
+    expect(put.status).toBe(200);
+    const before = await nftRuleset();
+    const dockerfile = [
+      `FROM ${base} AS stage`,
+      'RUN echo built-in-stage > /stage.txt',
+      `FROM ${base}`,
+      'COPY --from=stage /stage.txt /srv/stage.txt',
+      'COPY index.html /srv/index.html',
+      // The secret is there in the step (its length is printed), and nowhere after.
+      'RUN --mount=type=secret,id=NPM_TOKEN echo "secret bytes: $(wc -c < /run/secrets/NPM_TOKEN)" && ls /run/secrets/ ; echo "plain: ${PLAIN:-unset}"',
+      'RUN echo "uid_map: $(cat /proc/self/uid_map)"',
+      'CMD ["httpd", "-f", "-p", "8080", "-h", "/srv"]',
+    ].join('\n');
+    const { build: b, log } = await build('web', {
+      Dockerfile: dockerfile,
+      'index.html': 'hello from a build',
+    });
+    expect(b.state, log).toBe('done');
+    expect(b).toMatchObject({ app: 'web', builder: 'dockerfile' });
+    expect(b.imageDigest).toMatch(/^sha256:[a-f0-9]{64}$/);
+    expect(b.startedAt && b.finishedAt).toBeTruthy();
+    expect(log).toContain('secret bytes: 14');
+    expect(log).toContain('plain: unset');
+    expect(log).not.toContain('tok-3141592653');
+    // The build's root is the machines' remapped root: host uid 200000, not 0.
+    expect(log).toMatch(/uid_map:\s+0\s+200000\s+65536/);
+    // buildah added no tables, chains or rules to the host's firewall.
+    expect(await nftRuleset()).toBe(before);
+    built = b;
+
+    // A rebuild with only a source change reuses the app's layer cache for the steps before it.
+    const again = await build('web', { Dockerfile: dockerfile, 'index.html': 'changed' });
+    expect(again.build.state, again.log).toBe('done');
+    expect(again.log).toMatch(/RUN echo built-in-stage[^\n]*\n--> Using cache/);
+    expect(again.build.imageDigest).not.toBe(b.imageDigest);
+
+    const listed = await bed.req('GET', '/v1/apps/web/builds');
+    expect(listed.body.map((x: any) => x.id)).toContain(b.id);
+
+    const m = await bed.req('POST', '/v1/apps/web/machines', {
+      image: `build:${b.id}`,
+      internalPort: 8080,
+    });
+    expect(m.status, JSON.stringify(m.body)).toBe(201);
+    expect(m.body.config.image).toBe(`build:${b.id}`);
+    expect((await viaProxy('web', '/index.html')).text).toBe('hello from a build');
+    expect((await viaProxy('web', '/stage.txt')).text).toBe('built-in-stage\n');
+    // Nothing of the secret in the image the machine runs (its unpacked root in the store).
+    const root = path.join(bed.tp.dataDir, 'images', 'roots-userns', b.imageDigest.slice(7));
+    const grep = await execFileP('grep', ['-r', '-l', 'tok-3141592653', root]).catch((e) => e);
+    expect(grep.code).toBe(1);
+  }, 180_000);
+
+  it("is another organization's only as build-not-found", async () => {
+    expect((await bed.req('GET', `/v1/builds/${built.id}`, undefined, other.token)).body.code).toBe(
+      'build-not-found',
+    );
+    expect(
+      (await bed.req('GET', `/v1/builds/${built.id}/logs`, undefined, other.token)).status,
+    ).toBe(404);
+    const m = await bed.req(
+      'POST',
+      '/v1/apps/theirs/machines',
+      { image: `build:${built.id}`, internalPort: 8080 },
+      other.token,
+    );
+    expect(m.status).toBe(404);
+    expect(m.body.code).toBe('build-not-found');
+  });
+
+  it('holds a RUN step like a machine: no host files, loopback, database, other orgs, capabilities, mounts; a fork bomb stops', async () => {
+    const apiPort = new URL(bed.tp.url).port;
+    const { build: b, log } = await build('attack', {
+      Dockerfile: [
+        `FROM ${base}`,
+        `RUN cat ${marker} || echo "host file: refused"`,
+        `RUN nc -w 3 127.0.0.1 ${apiPort} </dev/null && echo "loopback api: reached" || echo "loopback api: refused"`,
+        'RUN nc -w 3 127.0.0.1 5432 </dev/null && echo "database: reached" || echo "database: refused"',
+        `RUN nc -w 3 ${otherMachineIp} 8080 </dev/null && echo "other org: reached" || echo "other org: refused"`,
+        'RUN grep CapEff /proc/self/status; mkdir -p /mnt/x; mount -t tmpfs none /mnt/x || echo "mount: refused"',
+        // Forks past the build's process cap fail (and the step itself goes on).
+        'RUN sh -c "for i in \\$(seq 200); do sleep 4 & done" 2>&1 | grep -m1 fork; echo "fork bomb over"',
+        'RUN echo survived',
+      ].join('\n'),
+    });
+    expect(b.state, log).toBe('done');
+    expect(log).toContain('host file: refused');
+    expect(log).not.toContain('host secret');
+    expect(log).toContain('loopback api: refused');
+    expect(log).not.toMatch(/^(loopback api|database|other org): reached$/m);
+    expect(log).toContain('database: refused');
+    expect(log).toContain('other org: refused');
+    expect(log).toContain('mount: refused');
+    // Capabilities, if any, are of the build's user namespace: never CAP_SYS_ADMIN.
+    const capEff = /CapEff:\s*([0-9a-f]+)/.exec(log)?.[1];
+    expect(capEff).toBeDefined();
+    expect(BigInt(`0x${capEff}`) & (1n << 21n)).toBe(0n);
+    expect(log).toMatch(/can't fork/);
+    expect(log).toContain('fork bomb over');
+    expect(log).toContain('survived');
+  }, 180_000);
+
+  it('fails a build that runs past the time cap, and leaves none of its processes', async () => {
+    const started = Date.now();
+    const { build: b } = await build('slow', {
+      Dockerfile: `FROM ${base}\nRUN echo pier-slow-step && sleep 3001\n`,
+    });
+    expect(b.state).toBe('failed');
+    expect(b.error).toContain('time cap');
+    expect(Date.now() - started).toBeLessThan(90_000);
+    const ps = (await execFileP('ps', ['-eo', 'args'])).stdout;
+    expect(ps).not.toContain('sleep 3001');
+  }, 180_000);
+});
+
+describe.skipIf(!canRunMachines)('detect', () => {
+  it('finds a Dockerfile, a Node app, a Python app, a Go module and a static site', async () => {
+    const cases: [Record<string, string>, string, number | undefined][] = [
+      [{ Dockerfile: 'FROM scratch\n', 'package.json': '{}' }, 'dockerfile', undefined],
+      [
+        {
+          'package.json': JSON.stringify({
+            engines: { node: '>=20' },
+            scripts: { start: 'node server.js' },
+          }),
+          'package-lock.json': '{}',
+          'server.js': '',
+        },
+        'node',
+        3000,
+      ],
+      [{ 'requirements.txt': 'flask\n', 'app.py': '' }, 'python', 8000],
+      [{ 'pyproject.toml': '[project]\nname = "x"\n' }, 'python', 8000],
+      [{ 'go.mod': 'module example.com/hello\n', 'main.go': 'package main' }, 'go', 8080],
+      [{ 'index.html': '<p>hi</p>' }, 'static', 8080],
+    ];
+    for (const [tree, builder, port] of cases) {
+      const up = await uploadSource(bed.tp.url, bed.org.token, 'site', sourceArchive(tree));
+      const res = await bed.req('POST', '/v1/apps/site/detect', { source: up.body.id });
+      expect(res.status).toBe(200);
+      expect(res.body.builder).toBe(builder);
+      expect(res.body.internalPort).toBe(port);
+      if (builder !== 'dockerfile') expect(res.body.dockerfile).toMatch(/^FROM /);
+      if (builder === 'node') {
+        expect(res.body.startCommand).toBe('npm start');
+        expect(res.body.dockerfile).toContain('npm ci');
+        expect(res.body.notes.join(' ')).toContain('>=20');
+      }
+    }
+  });
+
+  it('builds a tree without a Dockerfile from what detect answers, and runs it', async () => {
+    // The operator's Node base image is the local one (set on the running platform).
+    bed.tp.platform.ctx.config.detectImages.node = nodeBase;
+    const { build: b, log } = await build('nodeapp', {
+      'package.json': JSON.stringify({ main: 'server.js' }),
+      'server.js':
+        "require('http').createServer((q, s) => s.end('node says hi')).listen(process.env.PORT)",
+    });
+    expect(b.state, log).toBe('done');
+    expect(b).toMatchObject({
+      builder: 'node',
+      startCommand: 'node server.js',
+      internalPort: 3000,
+    });
+    const m = await bed.req('POST', '/v1/apps/nodeapp/machines', {
+      image: `build:${b.id}`,
+      internalPort: 3000,
+    });
+    expect(m.status, JSON.stringify(m.body)).toBe(201);
+    expect((await viaProxy('nodeapp')).text).toBe('node says hi');
+  }, 180_000);
+});
