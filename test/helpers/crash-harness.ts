@@ -39,6 +39,11 @@ export interface CrashOperation<H = unknown> {
   settle(bed: CrashBed, handle: H): Promise<void>;
   /** Removes what the operation made, so the bed is as before the round. */
   remove(bed: CrashBed, handle: H): Promise<void>;
+  /**
+   * One point per round: for work of which at most one runs at a time (a periodic job with
+   * a dedupe key), so a second instance cannot pass the point the first is frozen at.
+   */
+  onePerRound?: boolean;
 }
 
 /** What must be the same before a round and after it (its results removed). */
@@ -63,6 +68,8 @@ export interface CrashBed {
   operatorToken: string;
   /** A request with the organization's key. */
   api<T = any>(method: string, p: string, body?: unknown): Promise<ApiAnswer<T>>;
+  /** A request to the operator API. */
+  admin<T = any>(method: string, p: string, body?: unknown): Promise<ApiAnswer<T>>;
   /** Starts `pier serve` (if it is not running) and waits until it is healthy. */
   serve(): Promise<void>;
   state(): Promise<BedState>;
@@ -108,6 +115,7 @@ export async function startCrashBed(opts: CrashBedOptions): Promise<CrashBed> {
     armFile,
     served: () => served,
     api: (method, p, body) => request(base, method, p, { token: bed.token, body }),
+    admin: (method, p, body) => request(base, method, p, { token: OPERATOR, body }),
     async serve() {
       if (alive(served?.child)) return;
       served = startServe(['--listen', `127.0.0.1:${port}`, '--data-dir', dataDir], {
@@ -279,7 +287,7 @@ function nextRound(
     const pending = left.get(op) ?? [];
     if (pending.length === 0 || op.kinds.some((k) => kinds.has(k))) continue;
     for (const k of op.kinds) kinds.add(k);
-    const take = pending.splice(0, n - round.length);
+    const take = pending.splice(0, op.onePerRound ? 1 : n - round.length);
     for (const point of take) round.push({ op, point });
     if (round.length >= n) break;
   }
