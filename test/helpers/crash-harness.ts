@@ -368,7 +368,8 @@ async function bedState(
   const mounts = (await readFile('/proc/self/mountinfo', 'utf8'))
     .split('\n')
     .map((l) => l.split(' ')[4] ?? '')
-    .filter((m) => m.startsWith(dataDir))
+    // The pool's own mount comes with its first use, whichever operation that is.
+    .filter((m) => m.startsWith(dataDir) && m !== path.join(dataDir, 'pool', 'mnt'))
     .sort();
   const rows: Record<string, number> = {};
   for (const t of tables) {

@@ -9,6 +9,9 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startDnsServer, type DnsServer } from '../edge/acme-servers.js';
 import { startReceiver, type Receiver } from '../webhooks/receiver.js';
+import { busyboxLayer, pushImage } from '../../src/runtime/images/build.test-helper.js';
+import { startRegistry, type TestRegistry } from '../helpers/registry.js';
+import { canRunMachines, freeMachineCidr, removeMachinesNetwork } from '../machines/bed.js';
 import {
   crashAtEveryPoint,
   startCrashBed,
@@ -22,11 +25,23 @@ import { request } from '../helpers/platform.js';
 let bed: CrashBed;
 let receiver: Receiver;
 let dns: DnsServer;
+let registry: TestRegistry;
+let web: string;
+/** The machines network of this file: its own bridge, a range in 10.230–239.0.0/16. */
+const bridge = `ck${process.pid % 100000}`;
+let cidr = '';
 const reports: RoundReport[] = [];
 
 beforeAll(async () => {
   receiver = await startReceiver();
   dns = await startDnsServer();
+  registry = await startRegistry();
+  await pushImage(registry.url, 'web:1', {
+    layers: [busyboxLayer(), [{ path: 'www/' }, { path: 'www/index.html', content: 'hi\n' }]],
+    config: { Cmd: ['/bin/httpd', '-f', '-p', '3000', '-h', '/www'] },
+  });
+  web = `${registry.host}/web:1`;
+  if (canRunMachines) cidr = await freeMachineCidr(230);
   bed = await startCrashBed({
     tables: [
       'databases',
@@ -36,6 +51,8 @@ beforeAll(async () => {
       'objects',
       'edge_domains',
       'webhooks',
+      'machines',
+      'apps',
       'names',
     ],
     env: {
@@ -47,6 +64,14 @@ beforeAll(async () => {
       PIER_DNS_RESOLVER: dns.address,
       // A booking every window: the periodic job the billing rounds are killed in.
       PIER_BILLING_WINDOW_SECONDS: '2',
+      ...(cidr
+        ? {
+            PIER_MACHINES_BRIDGE: bridge,
+            PIER_MACHINES_CIDR: cidr,
+            // The registry is on loopback: trusted by name, as an operator would.
+            PIER_TRUSTED_REGISTRIES: registry.host,
+          }
+        : {}),
     },
   });
 }, 120_000);
@@ -54,12 +79,19 @@ beforeAll(async () => {
 afterAll(async () => {
   for (const r of reports) console.log(`${r.ms} ms: ${r.points.join(', ')}`);
   if (!bed) return;
+  for (const a of (await bed.api('GET', '/v1/apps').catch(() => undefined))?.body ?? []) {
+    for (const m of (await bed.api('GET', `/v1/apps/${a.name}/machines`)).body ?? []) {
+      await bed.api('POST', `/v1/machines/${m.id}/destroy`);
+    }
+  }
   for (const d of (await bed.api('GET', '/v1/resources').catch(() => undefined))?.body ?? []) {
     await bed.api('DELETE', `/v1/resources/${d.name}`);
   }
   await bed.close();
   await receiver?.close();
   await dns?.close();
+  await registry?.stop();
+  await removeMachinesNetwork(bridge, cidr);
 }, 120_000);
 
 /** Waits until a database is no longer `restoring`: ready, or failed with its reason. */
@@ -291,7 +323,53 @@ const billingBookingOperation: CrashOperation<number> = {
   remove: async () => {},
 };
 
+/**
+ * A machine create (its own app each round). The request waits for the machine, so a
+ * kill cuts it: the machine is found by its app. It must run, or fail with its cause.
+ */
+const machineCreateOperation: CrashOperation<{ app: string }> = {
+  name: 'machine create',
+  kinds: ['machines.create'],
+  async start() {
+    const app = `crash-vm-${++rounds}`;
+    expect((await bed.api('POST', '/v1/apps', { name: app })).status).toBe(201);
+    // Not awaited: its answer comes once the machine runs, or never when pier dies.
+    void bed.api('POST', `/v1/apps/${app}/machines`, { image: web }).catch(() => undefined);
+    await waitUntil(
+      async () => (await bed.api('GET', `/v1/apps/${app}/machines`)).body?.length === 1,
+      `the machine of ${app} to be recorded`,
+      30_000,
+    );
+    return { app };
+  },
+  async settle(_bed, { app }) {
+    const m = await waitUntil(
+      async () => {
+        const [one] = (await bed.api('GET', `/v1/apps/${app}/machines`)).body;
+        return ['running', 'failed'].includes(one.observedState) ? one : undefined;
+      },
+      `the machine of ${app} to run or fail`,
+      90_000,
+    );
+    if (m.observedState === 'failed') expect(m.createError, 'a failed create').toBeTruthy();
+  },
+  async remove(_bed, { app }) {
+    for (const m of (await bed.api('GET', `/v1/apps/${app}/machines`)).body) {
+      expect((await bed.api('POST', `/v1/machines/${m.id}/destroy`)).status).toBeLessThan(300);
+    }
+    expect((await bed.api('DELETE', `/v1/apps/${app}`)).status).toBe(204);
+  },
+};
+
 describe('kill -9 at every step', () => {
+  it.skipIf(!canRunMachines)(
+    'machines: a create runs or fails with its cause, leaving nothing',
+    async () => {
+      reports.push(...(await crashAtEveryPoint(bed, [machineCreateOperation])));
+    },
+    600_000,
+  );
+
   it('buckets, webhooks, domains and billing finish or end with a reason, leaving nothing', async () => {
     reports.push(
       ...(await crashAtEveryPoint(bed, [
