@@ -4,12 +4,13 @@
  * One real `pier serve` on one data dir and one state store serves every round. Each
  * operation is run once cleanly with the crash trace on: the crash points it passes
  * (src/jobs/crash-points.ts: a job's claim, each recorded step ran and recorded, the end
- * of its run, and the points services add) are its rounds. For each point in turn the
- * harness arms it, starts the operation again, waits for `pier serve` to SIGKILL itself
- * there, starts it again unarmed, and asserts that the operation finishes or ends with a
- * reason, and that once its results are removed nothing is left of it: the processes,
- * mounts and pool volumes under the data dir and the rows of the watched tables are those
- * of before the round, and no job is left unfinished.
+ * of its run, and the points services add) are what it is killed at. Each round arms
+ * several points, starts one instance of an operation per point, and once every armed
+ * point has stopped its instance SIGKILLs `pier serve`, starts it again unarmed, and
+ * asserts that each operation finishes or ends with a reason, and that once its results
+ * are removed nothing is left of it: the processes, mounts and pool volumes under the
+ * data dir and the rows of the watched tables are those of before, and no job is left
+ * running or due.
  *
  * An operation is one `CrashOperation` entry: how to start it, how to tell it finished
  * (or ended with a reason), and how to remove what it made.
@@ -31,7 +32,7 @@ export interface CrashOperation<H = unknown> {
   /** The job kinds (crash-point prefixes) of the operation: its rounds are their points. */
   kinds: string[];
   /** Starts the operation (a request); returns what `settle` and `remove` need. */
-  start(bed: CrashBed, round: string): Promise<H>;
+  start(bed: CrashBed): Promise<H>;
   /**
    * Waits until the operation finished or ended with a reason, and asserts which. Runs
    * on the `pier serve` started again after the crash.
@@ -216,7 +217,7 @@ export async function crashAtEveryPoint(
   for (const wave of waves(ops)) {
     const t = Date.now();
     await writeFile(inner.traceFile, '');
-    const handles = await Promise.all(wave.map((op) => op.start(bed, 'clean')));
+    const handles = await Promise.all(wave.map((op) => op.start(bed)));
     await Promise.all(wave.map((op, i) => op.settle(bed, handles[i])));
     await unfinishedJobsSettle(bed, allKinds, deadlineMs);
     const traced = (await readFile(inner.traceFile, 'utf8')).split('\n').filter(Boolean);
@@ -239,7 +240,7 @@ export async function crashAtEveryPoint(
     await writeFile(inner.armFile, round.map((a) => a.point).join('\n'));
     await writeFile(`${inner.armFile}.reached`, '');
     const served = inner.served()!;
-    const handles = await Promise.all(round.map((a) => a.op.start(bed, a.point)));
+    const handles = await Promise.all(round.map((a) => a.op.start(bed)));
     await waitUntil(
       async () => {
         const reached = (await readFile(`${inner.armFile}.reached`, 'utf8')).split('\n');
