@@ -241,17 +241,15 @@ export async function crashAtEveryPoint(
     await writeFile(`${inner.armFile}.reached`, '');
     const served = inner.served()!;
     const handles = await Promise.all(round.map((a) => a.op.start(bed)));
+    const reached = async () =>
+      (await readFile(`${inner.armFile}.reached`, 'utf8')).split('\n').filter(Boolean);
     await waitUntil(
-      async () => {
-        const reached = (await readFile(`${inner.armFile}.reached`, 'utf8')).split('\n');
-        return reached.filter(Boolean).length >= round.length;
-      },
-      `every armed point to be reached (${names.join(', ')}): reached ${await readFile(
-        `${inner.armFile}.reached`,
-        'utf8',
-      ).catch(() => '')}`,
+      async () => (await reached()).length >= round.length,
+      `every armed point to be reached (${names.join(', ')})`,
       deadlineMs,
-    );
+    ).catch(async (err: Error) => {
+      throw new Error(`${err.message}; reached: ${(await reached()).join(', ')}`);
+    });
     served.child.kill('SIGKILL');
     await served.exited;
     await writeFile(inner.armFile, '');
