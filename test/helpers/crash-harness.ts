@@ -15,10 +15,11 @@
  * An operation is one `CrashOperation` entry: how to start it, how to tell it finished
  * (or ended with a reason), and how to remove what it made.
  */
-import { type ChildProcess } from 'node:child_process';
+import { execFile, type ChildProcess } from 'node:child_process';
 import { mkdtemp, readdir, readFile, readlink, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import { promisify } from 'node:util';
 import pg from 'pg';
 import { expect } from 'vitest';
 import { freeLoopbackPort } from '../../src/host/ports.js';
@@ -84,6 +85,7 @@ export interface CrashBedOptions {
   tables: string[];
 }
 
+const execFileP = promisify(execFile);
 const OPERATOR = 'operator-token-of-the-crash-harness';
 /** A crashed worker's job is taken over once its lease lapses: short, for the rounds' sake. */
 const LEASE_MS = 1500;
@@ -149,6 +151,7 @@ export async function startCrashBed(opts: CrashBedOptions): Promise<CrashBed> {
         served!.child.kill('SIGTERM');
         await served!.exited;
       }
+      await removeLeftovers(dataDir);
       await store.end();
       await db.drop();
       await rm(dataDir, { recursive: true, force: true }).catch(() => {});
@@ -348,6 +351,27 @@ async function bedState(
   tables: string[],
   servePid: number | undefined,
 ): Promise<BedState> {
+  const processes = await processesUnder(dataDir, servePid);
+  const mounts = (await readFile('/proc/self/mountinfo', 'utf8'))
+    .split('\n')
+    .map((l) => l.split(' ')[4] ?? '')
+    // The pool's own mount comes with its first use, whichever operation that is.
+    .filter((m) => m.startsWith(dataDir) && m !== path.join(dataDir, 'pool', 'mnt'))
+    .sort();
+  const rows: Record<string, number> = {};
+  for (const t of tables) {
+    rows[t] = (await store.query(`SELECT count(*)::int AS n FROM ${t}`)).rows[0].n;
+  }
+  return {
+    processes,
+    mounts,
+    volumes: await poolVolumes(path.join(dataDir, 'pool')),
+    rows,
+  };
+}
+
+/** Top-level processes whose command line or working directory is under `dataDir`. */
+async function processesUnder(dataDir: string, servePid: number | undefined): Promise<string[]> {
   // Top-level processes only: a server's own children (PostgreSQL's workers, whose titles
   // change as they work) live and die with it.
   const found = new Map<number, { ppid: number; line: string }>();
@@ -364,22 +388,30 @@ async function bedState(
     found.set(Number(entry), { ppid, line: `${entry} ${argv.join(' ').slice(0, 300)}` });
   }
   const processes = [...found.values()].filter((p) => !found.has(p.ppid)).map((p) => p.line);
+  return processes.sort();
+}
+
+/**
+ * What a failed round left that pier no longer knows (an orphan is what the rounds look
+ * for): the servers under this bed's own data dir are stopped and its mounts undone, so a
+ * failure costs the host nothing.
+ */
+async function removeLeftovers(dataDir: string): Promise<void> {
+  for (const line of (await processesUnder(dataDir, undefined)).reverse()) {
+    try {
+      process.kill(Number(line.split(' ')[0]), 'SIGKILL');
+    } catch {
+      // gone meanwhile
+    }
+  }
+  await new Promise((r) => setTimeout(r, 500));
   const mounts = (await readFile('/proc/self/mountinfo', 'utf8'))
     .split('\n')
     .map((l) => l.split(' ')[4] ?? '')
-    // The pool's own mount comes with its first use, whichever operation that is.
-    .filter((m) => m.startsWith(dataDir) && m !== path.join(dataDir, 'pool', 'mnt'))
-    .sort();
-  const rows: Record<string, number> = {};
-  for (const t of tables) {
-    rows[t] = (await store.query(`SELECT count(*)::int AS n FROM ${t}`)).rows[0].n;
-  }
-  return {
-    processes: processes.sort(),
-    mounts,
-    volumes: await poolVolumes(path.join(dataDir, 'pool')),
-    rows,
-  };
+    .filter((m) => m.startsWith(dataDir))
+    .sort()
+    .reverse();
+  for (const m of mounts) await execFileP('umount', ['-l', m]).catch(() => {});
 }
 
 /** The pool keeps volumes in `mnt` (btrfs) or `volumes` (directories). */
