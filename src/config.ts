@@ -117,6 +117,8 @@ export const configSchema = z.object({
   logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   /** How long a worker's claim on a job lasts without a heartbeat before another may take it. */
   jobLeaseMs: z.number().int().min(500).default(30_000),
+  /** Jobs one replica's worker runs at once. */
+  jobConcurrency: z.number().int().min(1).max(64).default(4),
   /** How often machines' internal ports are probed for `liveness`. */
   livenessIntervalMs: z.number().int().min(100).default(5000),
   /** Length of a billing window: usage is booked into the ledger once per window (docs/billing.md). */
@@ -343,6 +345,7 @@ export function configFromEnv(env: NodeJS.ProcessEnv): ConfigInput {
     databaseUserPrefix: pick('PIER_DATABASE_USER_PREFIX'),
     logLevel: pick('PIER_LOG_LEVEL') as ConfigInput['logLevel'],
     jobLeaseMs: num('PIER_JOB_LEASE_MS'),
+    jobConcurrency: num('PIER_JOB_CONCURRENCY'),
     livenessIntervalMs: num('PIER_MACHINE_LIVENESS_MS'),
     billingWindowSeconds: num('PIER_BILLING_WINDOW_SECONDS'),
     meteringIntervalMs: num('PIER_METERING_INTERVAL_MS'),

@@ -320,6 +320,7 @@ export async function startPlatform(config: Config, opts: PlatformOptions = {}):
       catalogue,
       log: logger,
       leaseMs: config.jobLeaseMs,
+      concurrency: config.jobConcurrency,
     });
     await worker.start();
     undo.push(() => worker.stop());

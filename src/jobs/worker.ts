@@ -19,6 +19,7 @@ import {
   type JobRow,
 } from './queue.js';
 import { sql } from 'kysely';
+import { crashPoint } from './crash-points.js';
 
 export const JOBS_CHANNEL = 'pier_jobs';
 
@@ -112,14 +113,18 @@ export class JobWorker {
       step: async <T>(name: string, fn: () => Promise<T>): Promise<T> => {
         if (name in steps) return steps[name] as T;
         const value = await fn();
+        await crashPoint(job.kind, `${name}:ran`, job.attempts);
         await recordStep(db, job.id, this.id, name, value);
+        await crashPoint(job.kind, `${name}:recorded`, job.attempts);
         steps[name] = value ?? null;
         return value;
       },
     };
     try {
       if (!def) throw new Error(`no handler for job kind ${job.kind}`);
+      await crashPoint(job.kind, 'claimed', job.attempts);
       await def.run(def.payload.parse(job.payload), ctx);
+      await crashPoint(job.kind, 'ran', job.attempts);
       await markDone(db, job.id, this.id);
       log.info('job done');
     } catch (err) {

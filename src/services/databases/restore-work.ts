@@ -57,7 +57,7 @@ async function swap(
   return ctx.db.transaction().execute(async (tx) => {
     const instances = await instancesOf(tx, row.id);
     if (instances.some((i) => i.id === p.next.id)) {
-      return []; // swapped before a crash; the old instances are in the recorded step
+      return []; // swapped before a crash; the old instances are in the step `replaced`
     }
     const now = new Date();
     if (row.archive_id && p.next.archiveId) {
@@ -137,7 +137,16 @@ export async function runRestoreJob(
         nextSpec(ctx, row, p),
       );
     });
-    const old = await job.step('swap', () => swap(ctx, row, p));
+    // The instances the swap replaces are recorded before it: its transaction removes
+    // their rows, so after a crash between its commit and the record of its step they
+    // could no longer be named, and would serve (and fill the pool) for good.
+    const replaced = await job.step('replaced', async () =>
+      (await instancesOf(ctx.db, row.id))
+        .filter((i) => i.id !== p.next.id)
+        .map((i): InstanceRef => ({ id: i.id, volume: i.volume, kind: row.kind })),
+    );
+    const swapped = await job.step('swap', () => swap(ctx, row, p));
+    const old = [...replaced, ...swapped.filter((i) => !replaced.some((r) => r.id === i.id))];
     const fresh = (await databaseById(ctx.db, row.id))!;
     await serveDatabase(ctx, fresh);
     await destroyInstances(ctx, old);

@@ -4,6 +4,7 @@
  */
 import { z } from 'zod';
 import { defineJob, exponentialBackoff } from '../../jobs/catalogue.js';
+import { crashPoint } from '../../jobs/crash-points.js';
 import { ApiError } from '../../errors/api-error.js';
 import { MachineStartError } from '../../runtime/runtime.js';
 import type { ServiceContext } from '../context.js';
@@ -39,9 +40,12 @@ export function machineJobs(get: () => ServiceContext) {
           // A deploy-style replace: the old machine stops (and lets go of the volume) first.
           if (replaces) await stopReplaced(ctx, row.org_id, replaces);
           await takeVolumeLease(ctx.db, row);
+          // The job has no recorded steps: the test-only crash points mark its middle.
+          await crashPoint('machines.create', 'leased', job.attempt);
           const { bootMs, privateIp } = await runtimeOf(ctx).create(await specOf(ctx, row), {
             signal: job.signal,
           });
+          await crashPoint('machines.create', 'created', job.attempt);
           await ctx.db
             .updateTable('machines')
             .set({

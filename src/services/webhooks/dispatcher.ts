@@ -22,9 +22,13 @@ import type { Logger } from 'pino';
 import type { SecretBox } from '../../crypto/secret-box.js';
 import type { OutboundGuard } from '../../host/outbound-guard.js';
 import type { Db } from '../../store/db.js';
+import { crashPoint } from '../../jobs/crash-points.js';
 import { AttemptRecorder } from './recorder.js';
 import { WEBHOOKS_CHANNEL, secretBinding } from './records.js';
 import { attemptDelivery } from './send.js';
+
+/** The crash points of a delivery (test only, jobs/crash-points.ts): not a job, but as durable. */
+export const DELIVERY_POINTS = 'webhooks.delivery';
 
 export interface DispatcherOptions {
   db: Db;
@@ -170,6 +174,7 @@ export class WebhookDispatcher {
   }
 
   private async deliver(row: Claimed): Promise<void> {
+    await crashPoint(DELIVERY_POINTS, 'claimed', row.attempts + 1);
     const secret = this.opts.box.open(
       { nonce: row.secret_nonce, ciphertext: row.secret_ciphertext },
       secretBinding(row.webhook_id),
@@ -185,6 +190,7 @@ export class WebhookDispatcher {
     });
     // Cut short by a stop: not an attempt of the endpoint's; stop() hands the row back.
     if (this.stopped) return;
+    await crashPoint(DELIVERY_POINTS, 'sent', row.attempts + 1);
     const decided = await this.recorder.add({
       deliveryId: row.id,
       webhookId: row.webhook_id,
@@ -192,6 +198,7 @@ export class WebhookDispatcher {
       startedAt,
       result,
     });
+    await crashPoint(DELIVERY_POINTS, 'recorded', row.attempts + 1);
     if (decided.delayMs !== undefined && decided.delayMs < this.pollMs)
       this.wakeIn(decided.delayMs);
   }
