@@ -11,7 +11,7 @@ import { Registry } from 'prom-client';
 import type { AppDeps } from './deps.js';
 import { installAuth } from './plugins/auth.js';
 import { installCreditBlock } from './plugins/credit-block.js';
-import { installErrors } from './plugins/errors.js';
+import { answerClientError, installErrors, type ErrorRenderer } from './plugins/errors.js';
 import { installObservability, newRequestId } from './plugins/observability.js';
 import { redactingLogger } from './plugins/redact.js';
 import { installValidation } from './plugins/validation.js';
@@ -31,6 +31,8 @@ declare module 'fastify' {
 }
 
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
+  // Set below, once the app exists: errors found before routing go through the one renderer.
+  const late: { renderError?: ErrorRenderer } = {};
   const app = Fastify({
     // Request and error logs go through the redaction rules: no secrets in URLs, headers or bodies.
     loggerInstance: redactingLogger(deps.logger),
@@ -39,12 +41,14 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     trustProxy: false,
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 1024 },
     forceCloseConnections: 'idle',
+    frameworkErrors: (err, req, reply) => late.renderError?.(err, req, reply),
+    clientErrorHandler: answerClientError,
   }) as unknown as FastifyInstance;
 
   // JSON is the API's language; routes that take raw bytes or forms add their own parser.
   app.removeContentTypeParser('text/plain');
   installValidation(app);
-  installErrors(app);
+  late.renderError = installErrors(app);
   installObservability(app, new Registry());
   installAuth(app, {
     db: deps.ctx.db,
