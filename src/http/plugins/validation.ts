@@ -4,9 +4,10 @@
  * Answers are written with plain JSON.stringify: response schemas are for the OpenAPI
  * document, not re-checked on every answer.
  *
- * Text PostgreSQL cannot store (NUL, lone surrogates) is refused here for every string and
- * key of every part, with or without a schema, so no route's schema has to remember it and
- * no such string reaches a query (where it was a 500).
+ * Text PostgreSQL cannot store (NUL, lone surrogates) and input nested deeper than any
+ * route takes are refused here for every string and key of every part, with or without a
+ * schema, so no route's schema has to remember it, no such string reaches a query (where
+ * it was a 500) and no validator recurses through a body built to exhaust the stack.
  */
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { z } from 'zod';
@@ -32,21 +33,50 @@ export function toIssues(issues: z.core.$ZodIssue[]): ValidationIssue[] {
   });
 }
 
-/** One issue per string or object key, at any depth, that PostgreSQL text cannot hold. */
-export function textIssues(value: unknown, path: string[] = []): ValidationIssue[] {
-  if (typeof value === 'string') {
-    const why = unstorableText(value);
-    return why ? [{ path: path.join('.'), message: why }] : [];
-  }
-  // Buffers and streams (raw bodies) are bytes, not text: their routes decide.
-  if (value === null || typeof value !== 'object' || isBytes(value)) return [];
+/** Deeper JSON than any route takes; walking (or validating) it could exhaust the stack. */
+export const MAX_INPUT_DEPTH = 32;
+
+/**
+ * One issue per string or object key, at any depth, that PostgreSQL text cannot hold, and
+ * one for input nested deeper than MAX_INPUT_DEPTH. A loop, not recursion, so that a body
+ * of a million `[` costs a loop and not the stack.
+ */
+export function inputIssues(value: unknown): ValidationIssue[] {
   const issues: ValidationIssue[] = [];
-  for (const [key, inner] of Object.entries(value)) {
-    const why = unstorableText(key);
-    if (why) issues.push({ path: [...path, key].join('.'), message: `the field name ${why}` });
-    else issues.push(...textIssues(inner, [...path, key]));
+  const todo: { value: unknown; path: string[] }[] = [{ value, path: [] }];
+  for (let next = todo.pop(); next; next = todo.pop()) {
+    const { value: v, path } = next;
+    if (isUnstorableKey(v)) {
+      issues.push({ path: path.join('.'), message: `the field name ${v[UNSTORABLE_KEY]}` });
+      continue;
+    }
+    if (typeof v === 'string') {
+      const why = unstorableText(v);
+      if (why) issues.push({ path: path.join('.'), message: why });
+      continue;
+    }
+    // Buffers and streams (raw bodies) are bytes, not text: their routes decide.
+    if (v === null || typeof v !== 'object' || isBytes(v)) continue;
+    if (path.length >= MAX_INPUT_DEPTH) {
+      issues.push({
+        path: path.join('.'),
+        message: `nested deeper than ${MAX_INPUT_DEPTH} levels`,
+      });
+      continue;
+    }
+    // Pushed last to first, so the issues come out in the order of the input.
+    for (const [key, inner] of Object.entries(v).reverse()) {
+      const why = unstorableText(key);
+      if (why) todo.push({ value: { [UNSTORABLE_KEY]: why }, path: [...path, key] });
+      else todo.push({ value: inner, path: [...path, key] });
+    }
   }
   return issues;
+}
+
+const UNSTORABLE_KEY = Symbol('unstorable key');
+function isUnstorableKey(v: unknown): v is { [UNSTORABLE_KEY]: string } {
+  return typeof v === 'object' && v !== null && UNSTORABLE_KEY in v;
 }
 
 function isBytes(value: object): boolean {
@@ -64,16 +94,23 @@ const PARTS = [
  * run in this same stage and write names from the raw body. When it refuses, the schemas'
  * own issues come in the same answer, so every problem is still reported at once.
  */
-function refuseUnstorableText(req: FastifyRequest): void {
-  const text = PARTS.flatMap(([, field]) => textIssues(req[field]));
-  if (text.length === 0) return;
+function refuseUnsafeInput(req: FastifyRequest): void {
   const schema = req.routeOptions.schema ?? {};
-  const others = PARTS.flatMap(([part, field]) => {
-    const zod = schema[part] as z.ZodType | undefined;
-    const result = zod?.safeParse?.(req[field], { reportInput: true });
+  const found = PARTS.map(([part, field]) => ({
+    part,
+    value: req[field],
+    issues: inputIssues(req[field]),
+  }));
+  if (found.every((f) => f.issues.length === 0)) return;
+  const others = found.flatMap(({ part, value, issues }) => {
+    // Too deep for the schema to walk safely: the depth issue says enough.
+    if (issues.some((i) => i.message.startsWith('nested deeper'))) return [];
+    const result = (schema[part] as z.ZodType | undefined)?.safeParse?.(value, {
+      reportInput: true,
+    });
     return result && !result.success ? toIssues(result.error.issues) : [];
   });
-  throw new RequestValidationError([...text, ...others]);
+  throw new RequestValidationError([...found.flatMap((f) => f.issues), ...others]);
 }
 
 export function installValidation(app: FastifyInstance): void {
@@ -84,6 +121,6 @@ export function installValidation(app: FastifyInstance): void {
     return { error: new RequestValidationError(toIssues(result.error.issues)) };
   });
   // The first preValidation hook of every route: the agent judge's hook comes after it.
-  app.addHook('preValidation', async (req) => refuseUnstorableText(req));
+  app.addHook('preValidation', async (req) => refuseUnsafeInput(req));
   app.setSerializerCompiler(() => (data) => JSON.stringify(data));
 }
