@@ -48,3 +48,10 @@ export function unstorableText(s: string): string | undefined {
   if (LONE_SURROGATE.test(s)) return 'contains a lone surrogate (not valid Unicode)';
   return undefined;
 }
+
+/** Every error answer (spec 7): a sentence, a catalogue code, and extras some codes add. */
+export const errorBodySchema = z.looseObject({
+  error: z.string(),
+  code: z.string(),
+  issues: z.array(z.object({ path: z.string(), message: z.string() })).optional(),
+});

@@ -6,13 +6,13 @@
 import Fastify, { type FastifyInstance } from 'fastify';
 import swagger from '@fastify/swagger';
 import websocket from '@fastify/websocket';
-import { jsonSchemaTransform } from 'fastify-type-provider-zod';
 import { Registry } from 'prom-client';
 import type { AppDeps } from './deps.js';
 import { installAuth } from './plugins/auth.js';
 import { installCreditBlock } from './plugins/credit-block.js';
 import { answerClientError, installErrors, type ErrorRenderer } from './plugins/errors.js';
 import { installObservability, newRequestId } from './plugins/observability.js';
+import { documentTransform, installOpenApiAnswers } from './plugins/openapi-answers.js';
 import { redactingLogger } from './plugins/redact.js';
 import { installValidation } from './plugins/validation.js';
 import { registerRoutes } from './routes/index.js';
@@ -59,6 +59,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   // After the auth rows: writes of an organization whose credit is at zero answer 402.
   installCreditBlock(app, { db: deps.ctx.db });
 
+  // Before swagger: the error answers and 204s are in the route schemas swagger reads.
+  installOpenApiAnswers(app);
   await app.register(swagger, {
     openapi: {
       info: { title: 'pier control API', version: '1' },
@@ -68,7 +70,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       },
       security: [{ bearer: [] }],
     },
-    transform: jsonSchemaTransform,
+    transform: documentTransform,
   });
 
   // Shell sessions (machines' exec) upgrade to WebSockets after the usual hooks have run.
