@@ -103,6 +103,14 @@ describe('text PostgreSQL cannot store', () => {
     expect(query.body.issues).toEqual([{ path: 'x', message: 'contains a NUL character' }]);
   });
 
+  it('refuses a NUL in an S3 gateway key or query with S3 InvalidArgument, before any signature check', async () => {
+    for (const path of ['/s3/some-bucket/a%00b', '/s3/some-bucket?prefix=%00']) {
+      const res = await fetch(tp.url + path);
+      expect(res.status, path).toBe(400);
+      expect(await res.text(), path).toContain('<Code>InvalidArgument</Code>');
+    }
+  });
+
   it('answers 400 when PostgreSQL itself refuses text that reached a query', async () => {
     const res = await tp.request('POST', '/v1/probe/raw-text', {
       token: org.token,
