@@ -43,11 +43,12 @@ export const MAX_INPUT_DEPTH = 32;
  */
 export function inputIssues(value: unknown): ValidationIssue[] {
   const issues: ValidationIssue[] = [];
-  const todo: { value: unknown; path: string[] }[] = [{ value, path: [] }];
+  // `badKey`: the field name itself is the problem (its value is not looked at).
+  const todo: { value: unknown; path: string[]; badKey?: string }[] = [{ value, path: [] }];
   for (let next = todo.pop(); next; next = todo.pop()) {
-    const { value: v, path } = next;
-    if (isUnstorableKey(v)) {
-      issues.push({ path: path.join('.'), message: `the field name ${v[UNSTORABLE_KEY]}` });
+    const { value: v, path, badKey } = next;
+    if (badKey) {
+      issues.push({ path: path.join('.'), message: `the field name ${badKey}` });
       continue;
     }
     if (typeof v === 'string') {
@@ -66,17 +67,10 @@ export function inputIssues(value: unknown): ValidationIssue[] {
     }
     // Pushed last to first, so the issues come out in the order of the input.
     for (const [key, inner] of Object.entries(v).reverse()) {
-      const why = unstorableText(key);
-      if (why) todo.push({ value: { [UNSTORABLE_KEY]: why }, path: [...path, key] });
-      else todo.push({ value: inner, path: [...path, key] });
+      todo.push({ value: inner, path: [...path, key], badKey: unstorableText(key) });
     }
   }
   return issues;
-}
-
-const UNSTORABLE_KEY = Symbol('unstorable key');
-function isUnstorableKey(v: unknown): v is { [UNSTORABLE_KEY]: string } {
-  return typeof v === 'object' && v !== null && UNSTORABLE_KEY in v;
 }
 
 function isBytes(value: object): boolean {
