@@ -121,6 +121,17 @@ describe('text PostgreSQL cannot store', () => {
   });
 });
 
+describe('every 400 lists its issues', () => {
+  it('an invalid SSH key (400 invalid-key) names the field', async () => {
+    const res = await tp.request('POST', '/v1/ssh-keys', {
+      token: org.token,
+      body: { publicKey: 'X Y' },
+    });
+    expect([res.status, res.body.code]).toEqual([400, 'invalid-key']);
+    expect(res.body.issues).toEqual([{ path: 'publicKey', message: expect.any(String) }]);
+  });
+});
+
 describe('nesting', () => {
   it('refuses a body nested deeper than 32 levels with 400, without walking it', async () => {
     const res = await tp.request('POST', '/v1/tokens', {

@@ -18,7 +18,12 @@ import { RequestValidationError } from './validation.js';
 
 function send(reply: FastifyReply, err: ApiError): FastifyReply {
   if (err.retryAfter !== undefined) reply.header('retry-after', String(err.retryAfter));
-  return reply.code(err.status).type('application/json').send(err.toBody());
+  const body = err.toBody();
+  // Every 400 lists its issues (spec 7), the specific codes too (`invalid-key`,
+  // `name-reserved` …): one about the request as a whole where the thrower named none.
+  if (err.status === 400 && body.issues === undefined)
+    body.issues = [{ path: '', message: err.message }];
+  return reply.code(err.status).type('application/json').send(body);
 }
 
 /** Maps Fastify's own errors (body parsing, limits) onto the catalogue. */
