@@ -119,14 +119,27 @@ const wildcardOrigin = z
   .string()
   .min(1)
   .max(256)
+  // Answers carry the origin in a header: visible ASCII only, as browsers send it.
+  .regex(/^[\x21-\x7e]+$/, 'visible ASCII characters only, no spaces')
   .refine((o) => (o.match(/\*/g) ?? []).length <= 1, 'at most one * per origin');
+
+/**
+ * A header name as HTTP defines it (a token; `*` is one of its characters, so `x-amz-*`
+ * and `*` pass). These names are written into browsers' answers: a control or non-Latin-1
+ * character stored here would make every answer of the bucket fail.
+ */
+const headerName = z
+  .string()
+  .min(1)
+  .max(256)
+  .regex(/^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/, "a header name: letters, digits and !#$%&'*+-.^_`|~");
 
 export const corsRuleSchema = z.strictObject({
   id: z.string().min(1).max(255).optional(),
   allowedMethods: z.array(z.enum(CORS_METHODS)).max(5),
   allowedOrigins: z.array(wildcardOrigin).max(100),
-  allowedHeaders: z.array(z.string().min(1).max(256)).max(100).optional(),
-  exposeHeaders: z.array(z.string().min(1).max(256)).max(100).optional(),
+  allowedHeaders: z.array(headerName).max(100).optional(),
+  exposeHeaders: z.array(headerName).max(100).optional(),
   maxAgeSeconds: z.number().int().min(0).max(86_400).optional(),
 });
 export type CorsRuleInput = z.infer<typeof corsRuleSchema>;

@@ -33,3 +33,25 @@ export function expiryNotTwice(
     ctx.addIssue({ code: 'custom', path: ['ttlSeconds'], message: 'not together with expiresAt' });
   }
 }
+
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
+/**
+ * Why a string cannot be stored as PostgreSQL text, or undefined if it can: PostgreSQL
+ * refuses NUL in text, and a lone UTF-16 surrogate (which JSON's `\ud800` escape yields)
+ * has no UTF-8 form, so the driver would store U+FFFD instead of what was sent. The
+ * validation plugin asks this of every string and object key of every request part, so
+ * no schema has to remember it.
+ */
+export function unstorableText(s: string): string | undefined {
+  if (s.includes('\u0000')) return 'contains a NUL character';
+  if (LONE_SURROGATE.test(s)) return 'contains a lone surrogate (not valid Unicode)';
+  return undefined;
+}
+
+/** Every error answer (spec 7): a sentence, a catalogue code, and extras some codes add. */
+export const errorBodySchema = z.looseObject({
+  error: z.string(),
+  code: z.string(),
+  issues: z.array(z.object({ path: z.string(), message: z.string() })).optional(),
+});

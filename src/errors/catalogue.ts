@@ -237,6 +237,10 @@ export const errorCatalogue = {
   'sql-postgres-only': { status: 409, message: 'SQL runs on PostgreSQL databases only.' },
   'method-not-allowed': { status: 405, message: 'This route does not take that method.' },
   'unsupported-media-type': { status: 415, message: 'The body must be JSON.' },
+  // pier: what the HTTP server itself refuses before any route runs
+  'request-timeout': { status: 408, message: 'The request was not received in time.' },
+  'uri-too-long': { status: 414, message: 'A part of the path is longer than pier accepts.' },
+  'headers-too-large': { status: 431, message: 'The request headers are too large.' },
   'authorization-pending': {
     status: 400,
     message: 'The login has not been approved yet; keep polling.',
@@ -262,4 +266,13 @@ export type ErrorCode = keyof typeof errorCatalogue;
 
 export function statusOf(code: ErrorCode): number {
   return errorCatalogue[code].status;
+}
+
+/**
+ * The code a status has when nothing more specific is known: the first one of the
+ * catalogue with that status (spec 7.1's generic codes come first), or `internal`.
+ */
+export function genericCodeOf(status: number): ErrorCode {
+  const entry = Object.entries(errorCatalogue).find(([, e]) => e.status === status);
+  return (entry?.[0] as ErrorCode | undefined) ?? 'internal';
 }

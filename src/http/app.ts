@@ -6,14 +6,14 @@
 import Fastify, { type FastifyInstance } from 'fastify';
 import swagger from '@fastify/swagger';
 import websocket from '@fastify/websocket';
-import { jsonSchemaTransform } from 'fastify-type-provider-zod';
 import { Registry } from 'prom-client';
 import type { AppDeps } from './deps.js';
 import { installAuth } from './plugins/auth.js';
 import { installCreditBlock } from './plugins/credit-block.js';
-import { installErrors } from './plugins/errors.js';
+import { answerClientError, installErrors, type ErrorRenderer } from './plugins/errors.js';
 import { innerUrl } from './plugins/inner-calls.js';
 import { installObservability, newRequestId } from './plugins/observability.js';
+import { documentTransform, installOpenApiAnswers } from './plugins/openapi-answers.js';
 import { redactingLogger } from './plugins/redact.js';
 import { installValidation } from './plugins/validation.js';
 import { registerRoutes } from './routes/index.js';
@@ -32,6 +32,8 @@ declare module 'fastify' {
 }
 
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
+  // Set below, once the app exists: errors found before routing go through the one renderer.
+  const late: { renderError?: ErrorRenderer } = {};
   const app = Fastify({
     // Request and error logs go through the redaction rules: no secrets in URLs, headers or bodies.
     loggerInstance: redactingLogger(deps.logger),
@@ -42,12 +44,14 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     forceCloseConnections: 'idle',
     // The console's in-process calls are routed by the URL as written (plugins/inner-calls.ts).
     rewriteUrl: innerUrl,
+    frameworkErrors: (err, req, reply) => late.renderError?.(err, req, reply),
+    clientErrorHandler: answerClientError,
   }) as unknown as FastifyInstance;
 
   // JSON is the API's language; routes that take raw bytes or forms add their own parser.
   app.removeContentTypeParser('text/plain');
   installValidation(app);
-  installErrors(app);
+  late.renderError = installErrors(app);
   installObservability(app, new Registry());
   installAuth(app, {
     db: deps.ctx.db,
@@ -58,6 +62,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   // After the auth rows: writes of an organization whose credit is at zero answer 402.
   installCreditBlock(app, { db: deps.ctx.db });
 
+  // Before swagger: the error answers and 204s are in the route schemas swagger reads.
+  installOpenApiAnswers(app);
   await app.register(swagger, {
     openapi: {
       info: { title: 'pier control API', version: '1' },
@@ -67,7 +73,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       },
       security: [{ bearer: [] }],
     },
-    transform: jsonSchemaTransform,
+    transform: documentTransform,
   });
 
   // Shell sessions (machines' exec) upgrade to WebSockets after the usual hooks have run.

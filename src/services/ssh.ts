@@ -63,7 +63,10 @@ export async function addSshKey(
   try {
     parsed = parseSshPublicKey(body.publicKey);
   } catch (err) {
-    if (err instanceof SshKeyError) throw new ApiError('invalid-key', err.message);
+    if (err instanceof SshKeyError)
+      throw new ApiError('invalid-key', err.message, {
+        issues: [{ path: 'publicKey', message: err.message }],
+      });
     throw err;
   }
   return ctx.db.transaction().execute(async (tx) => {

@@ -63,3 +63,68 @@ it('serves an OpenAPI document covering every implemented route, with schemas', 
     ),
   ).toEqual([]);
 });
+
+it('lists the error answers of every operation, each an {error, code} body', async () => {
+  const doc = (await tp.request('GET', '/v1/openapi.json')).body;
+  const missing: string[] = [];
+  for (const [path, methods] of Object.entries<Record<string, any>>(doc.paths)) {
+    for (const [method, op] of Object.entries<any>(methods)) {
+      // The token endpoint answers OAuth's own errors (RFC 6749 5.2), and documents them.
+      const expected = path === '/v1/oauth/token' ? ['500'] : ['400', '500', 'default'];
+      if (path.includes('{')) expected.push('404');
+      if (op.requestBody) expected.push('413', '415');
+      if (!Object.keys(op.responses).some((s) => /^2/.test(s)))
+        missing.push(`${method} ${path}: no success`);
+      for (const status of expected) {
+        const schema = op.responses[status]?.content?.['application/json']?.schema;
+        if (!schema?.required?.includes('error') || !schema.required.includes('code'))
+          missing.push(`${method} ${path}: ${status}`);
+      }
+    }
+  }
+  expect(missing).toEqual([]);
+  // A keyed route lists 401 and 403; a public one (the device code entrance) no 401.
+  expect(doc.paths['/v1/apps/{name}'].get.responses).toHaveProperty('401');
+  expect(doc.paths['/v1/apps/{name}'].get.responses).toHaveProperty('403');
+  expect(doc.paths['/v1/device/code'].post.responses).not.toHaveProperty('401');
+});
+
+it('documents the 204 of every DELETE, and pier answers what it documents', async () => {
+  const doc = (await tp.request('GET', '/v1/openapi.json')).body;
+  const deletes = Object.entries<Record<string, any>>(doc.paths).filter(([, m]) => m.delete);
+  expect(deletes.length).toBeGreaterThan(10);
+  const successOf = (path: string) =>
+    Object.keys(doc.paths[path].delete.responses).filter((s) => /^2/.test(s));
+  // Every delete of the spec that answers 204 (spec part 4's tables) says so.
+  for (const path of [
+    '/v1/tokens/{id}',
+    '/v1/ssh-keys/{id}',
+    '/v1/ssh/tokens/{id}',
+    '/v1/apps/{name}/secrets/{key}',
+    '/v1/volumes/{id}',
+    '/v1/webhooks/{id}',
+    '/v1/resources/{name}',
+    '/v1/domains/zones/{zone}',
+  ]) {
+    expect(successOf(path), path).toEqual(['204']);
+    expect(doc.paths[path].delete.responses['204'].content, path).toBeUndefined();
+  }
+  // And calling them answers what is documented.
+  const org = await tp.createOrg();
+  const call = (method: string, path: string, body?: unknown) =>
+    tp.request(method, path, { token: org.token, body });
+  const token = await call('POST', '/v1/tokens', { name: 'to delete' });
+  expect((await call('DELETE', `/v1/tokens/${token.body.id}`)).status).toBe(204);
+  await call('POST', '/v1/apps', { name: 'doomed' });
+  await call('PUT', '/v1/apps/doomed/secrets', { secrets: { GONE: 'x' } });
+  expect((await call('DELETE', '/v1/apps/doomed/secrets/GONE')).status).toBe(
+    Number(successOf('/v1/apps/{name}/secrets/{key}')[0]),
+  );
+  const volume = await call('POST', '/v1/volumes', { name: 'doomed-volume', sizeGb: 1 });
+  expect((await call('DELETE', `/v1/volumes/${volume.body.id}`)).status).toBe(
+    Number(successOf('/v1/volumes/{id}')[0]),
+  );
+  expect((await call('DELETE', '/v1/apps/doomed')).status).toBe(
+    Number(successOf('/v1/apps/{name}')[0]),
+  );
+});

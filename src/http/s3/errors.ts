@@ -7,6 +7,7 @@ import { ObjectError } from '../../services/buckets/object-error.js';
 import { BlobError } from '../../objects/blobs/blob-store.js';
 import { SigV4Error } from '../../objects/sigv4/errors.js';
 import { xmlDocument, type XmlNode } from './xml.js';
+import { RequestValidationError } from '../plugins/validation.js';
 
 interface S3Failure {
   status: number;
@@ -52,6 +53,16 @@ function classify(err: unknown): S3Failure | undefined {
         message: 'The request body ended early.',
         fields: {},
       };
+  }
+  // The API's text rule (plugins/validation.ts) runs here too: S3 calls it InvalidArgument.
+  if (err instanceof RequestValidationError) {
+    const issue = err.issues[0];
+    return {
+      status: 400,
+      code: 'InvalidArgument',
+      message: `${issue?.path || 'The request'}: ${issue?.message ?? 'invalid'}.`,
+      fields: {},
+    };
   }
   const fe = err as { code?: string; statusCode?: number };
   if (fe?.code === 'FST_ERR_CTP_BODY_TOO_LARGE') {

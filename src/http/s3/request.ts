@@ -3,6 +3,7 @@
  * (decoded exactly as the signature check decodes it) and the query parameters.
  */
 import type { FastifyRequest } from 'fastify';
+import { unstorableText } from '../../contracts/common.js';
 import { ObjectError } from '../../services/buckets/object-error.js';
 import { decodePath, parseQuery } from '../../objects/sigv4/uri.js';
 
@@ -29,17 +30,25 @@ export function targetOf(req: FastifyRequest): S3Target {
   const rawKey = slash < 0 ? '' : rest.slice(slash + 1);
   const bucket = rawBucket ? decodePath(rawBucket) : undefined;
   const key = rawKey ? decodePath(rawKey) : undefined;
-  if (key !== undefined) {
-    if (Buffer.byteLength(key) > 1024)
-      throw new ObjectError('KeyTooLongError', 'Your key is too long.');
-    // PostgreSQL text cannot hold NUL; no S3 tool sends it in practice.
-    if (key.includes('\u0000'))
-      throw new ObjectError('InvalidArgument', 'Object keys cannot contain NUL characters.');
-  }
+  if (key !== undefined && Buffer.byteLength(key) > 1024)
+    throw new ObjectError('KeyTooLongError', 'Your key is too long.');
   const query = new Map<string, string>();
   for (const [k, v] of parseQuery(rawQuery)) if (!query.has(k)) query.set(k, v);
+  // The gateway is not zod-validated: the one text rule of the API (PostgreSQL text holds
+  // no NUL and no lone surrogate) is applied here to everything a query may be given.
+  refuseUnstorable('the object key', key);
+  refuseUnstorable('the bucket name', bucket);
+  for (const [k, v] of query) {
+    refuseUnstorable('a query parameter name', k);
+    refuseUnstorable(`the query parameter ${k}`, v);
+  }
   const resource = `/${bucket ?? ''}${key !== undefined ? `/${key}` : ''}`;
   return { rawPath, rawQuery, bucket, key, query, resource };
+}
+
+function refuseUnstorable(what: string, text: string | undefined): void {
+  const why = text === undefined ? undefined : unstorableText(text);
+  if (why) throw new ObjectError('InvalidArgument', `${what} ${why}.`);
 }
 
 /** An integer query parameter within bounds, or `fallback` when absent. */

@@ -68,14 +68,17 @@ export async function updateDatabase(
         `The database '${name}' is neither a fork nor a branch; only copies expire.`,
       );
     }
+    const changes = {
+      ...(expiresAt !== undefined ? { expires_at: expiresAt } : {}),
+      ...(body.suspendPolicy
+        ? { suspend_policy: JSON.stringify(normalizePolicy(body.suspendPolicy)) }
+        : {}),
+    };
+    // An empty body changes nothing (an UPDATE without columns is not valid SQL).
+    if (Object.keys(changes).length === 0) return current;
     return tx
       .updateTable('databases')
-      .set({
-        ...(expiresAt !== undefined ? { expires_at: expiresAt } : {}),
-        ...(body.suspendPolicy
-          ? { suspend_policy: JSON.stringify(normalizePolicy(body.suspendPolicy)) }
-          : {}),
-      })
+      .set(changes)
       .where('id', '=', current.id)
       .returningAll()
       .executeTakeFirstOrThrow();

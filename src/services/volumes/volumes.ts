@@ -153,12 +153,15 @@ export async function updateVolume(
       }
       await pool.setQuota(current.pool_volume, body.sizeGb * GiB);
     }
+    const changes = {
+      ...(body.sizeGb !== undefined ? { size_gb: body.sizeGb } : {}),
+      ...(body.flushIntervalS !== undefined ? { flush_interval_s: body.flushIntervalS } : {}),
+    };
+    // An empty body changes nothing (an UPDATE without columns is not valid SQL).
+    if (Object.keys(changes).length === 0) return;
     await tx
       .updateTable('volumes')
-      .set({
-        ...(body.sizeGb !== undefined ? { size_gb: body.sizeGb } : {}),
-        ...(body.flushIntervalS !== undefined ? { flush_interval_s: body.flushIntervalS } : {}),
-      })
+      .set(changes)
       .where('id', '=', id)
       .where('org_id', '=', orgId)
       .execute();
