@@ -9,7 +9,7 @@
  */
 import { execFile } from 'node:child_process';
 import http from 'node:http';
-import { writeFile, rm } from 'node:fs/promises';
+import { readdir, writeFile, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -28,6 +28,15 @@ let nodeBase: string;
 let other: TestOrg;
 let otherMachineIp: string;
 const marker = `/tmp/pier-build-marker-${process.pid}`;
+
+/** buildah's RUN containers in the host's runc state, and builds' bundles in /var/tmp. */
+async function buildahLeftovers(): Promise<string[]> {
+  const runc = (await execFileP('runc', ['list', '-q']).catch(() => ({ stdout: '' }))).stdout;
+  const tmp = await readdir('/var/tmp').catch(() => [] as string[]);
+  return [...runc.split('\n'), ...tmp]
+    .filter((n) => n.includes('buildah') || n.startsWith('pier-bld'))
+    .sort();
+}
 
 async function nftRuleset(): Promise<string> {
   return (await execFileP('nft', ['list', 'ruleset'])).stdout;
@@ -222,6 +231,7 @@ describe.skipIf(!canRunMachines)('builds', () => {
 
   it('fails a build that runs past the time cap, and leaves none of its processes', async () => {
     const started = Date.now();
+    const bundlesBefore = await buildahLeftovers();
     const { build: b } = await build('slow', {
       Dockerfile: `FROM ${base}\nRUN echo pier-slow-step && sleep 3001\n`,
     });
@@ -230,6 +240,8 @@ describe.skipIf(!canRunMachines)('builds', () => {
     expect(Date.now() - started).toBeLessThan(90_000);
     const ps = (await execFileP('ps', ['-eo', 'args'])).stdout;
     expect(ps).not.toContain('sleep 3001');
+    // Nor runc state or RUN bundles on the host: they lived in the build's scratch.
+    expect(await buildahLeftovers()).toEqual(bundlesBefore);
   }, 180_000);
 });
 

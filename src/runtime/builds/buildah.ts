@@ -57,6 +57,8 @@ export function budArgs(opts: {
   seccompFile: string;
   /** The build's cgroup (CgroupSet.path): every RUN container is made inside it. */
   cgroupParent: string;
+  /** runc's state directory for the RUN containers (the build's own). */
+  runcRoot: string;
   limits: BuildLimits;
 }): string[] {
   const { limits } = opts;
@@ -66,6 +68,10 @@ export function budArgs(opts: {
     'bud',
     '--isolation',
     'oci',
+    // runc keeps the RUN containers' state in a directory of the build's own, not in the
+    // host's /run/runc (removed with the build, even after a kill at the time cap).
+    '--runtime-flag',
+    `root=${opts.runcRoot}`,
     '--network',
     'none',
     '--userns-uid-map',
@@ -105,23 +111,33 @@ export function rmiArgs(storage: BuildahStorage, tag: string): string[] {
   return [...storageArgs(storage), 'rmi', tag];
 }
 
-/**
- * Runs buildah with `args` in an empty network namespace, its output appended to `log`;
- * kills its whole process group at `deadline` (ms since the epoch) or on `signal`.
- */
-export function runBuildah(
-  args: string[],
-  log: WriteStream,
-  deadline: number,
-  signal?: AbortSignal,
+/** Where and how long one buildah command runs. */
+export interface BuildahRun {
+  /** Its output is appended here. */
+  log: WriteStream;
+  /** Its whole process group is killed at this moment (ms since the epoch)… */
+  deadline: number;
+  /** …or on this signal. */
+  signal?: AbortSignal;
   /** Called at the time cap or abort, after the process group is killed. */
-  onKill?: () => void,
-): Promise<BuildahExit> {
+  onKill?: () => void;
+  /**
+   * The build's own scratch directory: buildah's RUN bundles (TMPDIR) go there instead
+   * of `/var/tmp`, so a build killed at its cap leaves none behind once it is removed.
+   */
+  scratch: string;
+}
+
+/**
+ * Runs buildah with `args` in an empty network namespace (see BuildahRun for the rest).
+ */
+export function runBuildah(args: string[], run: BuildahRun): Promise<BuildahExit> {
+  const { log, deadline, signal, onKill, scratch } = run;
   return new Promise((resolve, reject) => {
     const child = spawn('unshare', ['--net', '--', 'buildah', ...args], {
       detached: true, // its own process group, killed whole at the cap
       stdio: ['ignore', 'pipe', 'pipe'],
-      env: { PATH: '/usr/sbin:/usr/bin:/sbin:/bin', HOME: '/root', TMPDIR: '/var/tmp' },
+      env: { PATH: '/usr/sbin:/usr/bin:/sbin:/bin', HOME: '/root', TMPDIR: scratch },
     });
     let timedOut = false;
     const killAll = () => {

@@ -72,6 +72,15 @@ const MIB = 1024 * 1024;
  * capital letters, which a data dir may have.
  */
 const BASES_DIR = '/run/pier/build-bases';
+/**
+ * Each build's own places for buildah's RUN bundles (TMPDIR) and runc's state of the RUN
+ * containers, removed with the build, rather than /var/tmp itself and the host's
+ * /run/runc, where a build killed at its cap would leave them. Short and outside the data
+ * dir: runc's sockets have a path length limit, and the remapped root of a RUN container
+ * must be able to pass through to its bundle (so bundles stay under the open /var/tmp).
+ */
+const BUNDLES_DIR = '/var/tmp';
+const RUNC_STATE_DIR = '/run/pier/build-runc';
 
 /** The cache volume's name for `cache`: `b-` and the id's safe characters. */
 export function cacheVolume(cache: string): string {
@@ -114,8 +123,13 @@ export class LocalBuilder implements SourceBuilder {
     const killGroup = () => void killCgroup(cgroups, group);
     const log = createWriteStream(spec.logFile, { flags: 'a', mode: 0o600 });
     const bases = path.join(BASES_DIR, spec.id.toLowerCase());
+    const scratch = path.join(BUNDLES_DIR, `pier-${spec.id.toLowerCase()}`);
+    const runcRoot = path.join(RUNC_STATE_DIR, spec.id.toLowerCase());
     const deadline = Date.now() + this.opts.limits.timeoutS * 1000;
     try {
+      // Passable (not readable) by the remapped root of the RUN containers.
+      await rm(scratch, { recursive: true, force: true });
+      await mkdir(scratch, { mode: 0o711 });
       await unpackSource(spec.source, context);
       const original = await this.dockerfileText(spec, context);
       const { text } = await rewriteBases(original, (ref) =>
@@ -138,12 +152,10 @@ export class LocalBuilder implements SourceBuilder {
           // A child of the build's group: runc writes buildah's own defaults into the
           // group it is given, so pier's caps sit on the parent, over all RUN steps.
           cgroupParent: `${cgroups.path(group)}/run`,
+          runcRoot,
           limits,
         }),
-        log,
-        deadline,
-        spec.signal,
-        killGroup,
+        { log, deadline, signal: spec.signal, onKill: killGroup, scratch },
       );
       if (bud.timedOut) {
         throw new BuildFailure(
@@ -157,10 +169,11 @@ export class LocalBuilder implements SourceBuilder {
         );
       }
       const out = path.join(work, 'image');
-      const push = await runBuildah(pushArgs(storage, tag, out), log, deadline, spec.signal);
+      const run = { log, deadline, signal: spec.signal, scratch };
+      const push = await runBuildah(pushArgs(storage, tag, out), run);
       if (push.code !== 0) throw new BuildFailure('The built image could not be exported.');
       // The cached intermediate layers stay (the app's cache); the tagged image goes.
-      await runBuildah(rmiArgs(storage, tag), log, deadline, spec.signal).catch(() => undefined);
+      await runBuildah(rmiArgs(storage, tag), run).catch(() => undefined);
       const image = await this.opts.images
         .importLayout(out, `build/${spec.id}`, spec.signal ? { signal: spec.signal } : {})
         .catch((err: unknown) => {
@@ -181,6 +194,8 @@ export class LocalBuilder implements SourceBuilder {
       await killCgroup(cgroups, group);
       await rm(work, { recursive: true, force: true }).catch(() => undefined);
       await rm(bases, { recursive: true, force: true }).catch(() => undefined);
+      await rm(scratch, { recursive: true, force: true }).catch(() => undefined);
+      await rm(runcRoot, { recursive: true, force: true }).catch(() => undefined);
     }
   }
 
