@@ -1,4 +1,5 @@
 /** Choosing machines and answering failures, over real sockets. */
+import type http from 'node:http';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
   ScriptedTargets,
@@ -228,18 +229,8 @@ describe('timeouts and broken machines', () => {
 
   it('retries a GET whose kept-alive connection the machine drops on reuse', async () => {
     const targets = new ScriptedTargets();
-    // Each connection serves one answer, then drops on the next request: the race of a
-    // machine closing an idle connection just as the proxy reuses it, made certain.
     let connections = 0;
-    const m = await machine((req, res) => {
-      const socket = req.socket as typeof req.socket & { served?: boolean };
-      if (socket.served) {
-        socket.destroy();
-        return;
-      }
-      socket.served = true;
-      res.end('fresh');
-    });
+    const m = await oneAnswerPerConnection((_req, res) => res.end('fresh'));
     m.server.on('connection', () => connections++);
     targets.apps.set('shop', [target('m1', m.port)]);
     const { port } = await front(targets);
@@ -252,15 +243,7 @@ describe('timeouts and broken machines', () => {
     // Two connections are kept alive (two requests at once, each answered late); the
     // machine then drops both on reuse. A retry through the pool would take the second
     // dropped connection and answer 502; only a new connection gets the answer.
-    const m = await machine((req, res) => {
-      const socket = req.socket as typeof req.socket & { served?: boolean };
-      if (socket.served) {
-        socket.destroy();
-        return;
-      }
-      socket.served = true;
-      setTimeout(() => res.end('fresh'), 50);
-    });
+    const m = await oneAnswerPerConnection((_req, res) => setTimeout(() => res.end('fresh'), 50));
     targets.apps.set('shop', [target('m1', m.port)]);
     const { port } = await front(targets);
     const both = await Promise.all([send(port, 'shop.pier.test'), send(port, 'shop.pier.test')]);
@@ -272,13 +255,7 @@ describe('timeouts and broken machines', () => {
 
   it('does not replay a request with a body on a dropped connection', async () => {
     const targets = new ScriptedTargets();
-    const m = await machine((req, res) => {
-      const socket = req.socket as typeof req.socket & { served?: boolean };
-      if (socket.served) {
-        socket.destroy();
-        return;
-      }
-      socket.served = true;
+    const m = await oneAnswerPerConnection((req, res) => {
       req.resume();
       req.on('end', () => res.end('ok'));
     });
@@ -289,3 +266,20 @@ describe('timeouts and broken machines', () => {
     expect(second.status).toBe(502);
   });
 });
+
+/**
+ * A machine whose every connection serves one answer (`handler`'s), then drops on the
+ * next request: the race of a machine closing an idle connection just as the proxy reuses
+ * it, made certain.
+ */
+function oneAnswerPerConnection(handler: http.RequestListener) {
+  return machine((req, res) => {
+    const socket = req.socket as typeof req.socket & { served?: boolean };
+    if (socket.served) {
+      socket.destroy();
+      return;
+    }
+    socket.served = true;
+    handler(req, res);
+  });
+}
