@@ -58,6 +58,7 @@ function importsOf(text: string): string[] {
  * errors, or JSON-RPC (the MCP endpoint, whose messages are the protocol's, not pier's).
  */
 const NO_JSON_ANSWER = new Set([
+  'GET /v1/builds/:id/logs',
   'DELETE /v1/tokens/:id',
   'DELETE /v1/ssh-keys/:id',
   'DELETE /v1/ssh/tokens/:id',

@@ -41,7 +41,10 @@ export function describeError(err: unknown): string[] | undefined {
   if (err instanceof ApiCallError) {
     return [
       `pier: ${err.message} (${err.code})`,
-      ...err.issues.map((i) => `  - ${i.path || '(body)'}: ${i.message}`),
+      // A 400 whose only issue repeats its sentence (every 400 lists issues) adds no line.
+      ...err.issues
+        .filter((i) => i.path || i.message !== err.message)
+        .map((i) => `  - ${i.path || '(body)'}: ${i.message}`),
     ];
   }
   if (err instanceof CliError || err instanceof NetworkError) return [`pier: ${err.message}`];

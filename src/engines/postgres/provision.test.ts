@@ -117,7 +117,12 @@ describe('PostgresEngine: provision, start, stop, destroy', () => {
     expect(await t.query(inst, 'SELECT 2 AS two')).toEqual([{ two: 2 }]);
 
     // Crash after the start, with the server killed: the rerun recovers it and sets the password.
-    process.kill((await t.engine.pid(t.env, inst))!, 'SIGKILL');
+    const pid = (await t.engine.pid(t.env, inst))!;
+    process.kill(pid, 'SIGKILL');
+    // A crash is over once the server is gone: a rerun that raced its death would talk to
+    // a dying server (ECONNRESET) rather than recover a dead one.
+    for (let i = 0; i < 200 && (await isAlive(pid)); i++)
+      await new Promise((r) => setTimeout(r, 25));
     const changed = { ...inst, password: 'another-password' };
     await t.engine.provision(t.env, changed, {});
     expect(await t.query(changed, 'SELECT 3 AS three')).toEqual([{ three: 3 }]);
