@@ -44,8 +44,8 @@ export const MAX_INPUT_DEPTH = 32;
 export function inputIssues(value: unknown): ValidationIssue[] {
   const issues: ValidationIssue[] = [];
   // `badKey`: the field name itself is the problem (its value is not looked at).
-  const todo: { value: unknown; path: string[]; badKey?: string }[] = [{ value, path: [] }];
-  for (let next = todo.pop(); next; next = todo.pop()) {
+  const unvisited: { value: unknown; path: string[]; badKey?: string }[] = [{ value, path: [] }];
+  for (let next = unvisited.pop(); next; next = unvisited.pop()) {
     const { value: v, path, badKey } = next;
     if (badKey) {
       issues.push({ path: path.join('.'), message: `the field name ${badKey}` });
@@ -67,7 +67,7 @@ export function inputIssues(value: unknown): ValidationIssue[] {
     }
     // Pushed last to first, so the issues come out in the order of the input.
     for (const [key, inner] of Object.entries(v).reverse()) {
-      todo.push({ value: inner, path: [...path, key], badKey: unstorableText(key) });
+      unvisited.push({ value: inner, path: [...path, key], badKey: unstorableText(key) });
     }
   }
   return issues;
