@@ -662,6 +662,8 @@ export interface DeploysTable {
   strategy: 'rolling' | 'immediate';
   release_id: string | null;
   rollback_of: number | null;
+  rollback_release_id: string | null;
+  machine_count: Generated<number | null>;
   step: string | null;
   error: string | null;
   created_at: CreatedAt;
