@@ -161,7 +161,8 @@ export async function priceUsage(ex: Executor, q: PriceQuery): Promise<PricedUsa
         least(ev.t, l.until) - greatest(ev.s, l.since) AS part_us
       FROM ev JOIN lists l ON CASE
         -- An instant: the list in force at it.
-        WHEN ev.s = ev.t THEN (l.since IS NULL OR ev.t >= l.since) AND (l.until IS NULL OR ev.t < l.until)
+        WHEN ev.s = ev.t
+          THEN (l.since IS NULL OR ev.t >= l.since) AND (l.until IS NULL OR ev.t < l.until)
         -- An interval: every list whose period overlaps it.
         ELSE (l.since IS NULL OR l.since < ev.t) AND (l.until IS NULL OR l.until > ev.s) END)
     SELECT org_id, kind, slot, list, opened, split, sum(quantity)::text AS quantity,

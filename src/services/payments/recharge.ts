@@ -3,15 +3,15 @@
  * usage recorded and not booked yet: the number that blocks) is below the rule's
  * threshold, `amountCents` is charged off session on the card the first checkout saved.
  *
- * The trigger runs at each metering tick, in the transaction that blocks at the
- * projected zero (billing/projected.ts), before the block: it reserves the amount against the cap
+ * The trigger runs at each metering tick, in the transaction that blocks at the projected
+ * zero (billing/projected.ts), before the block: it reserves the amount against the cap
  * (`recharged_cents`, charged or in flight over the whole schedule, never above
  * `capCents`), marks the rule `pending`, records a pending top-up and enqueues the charge,
  * all or nothing. The charge is a durable job (it survives a restart): the provider call
  * is idempotent on the top-up id, so a retry after a crash never charges twice. Paid, the
  * top-up is credited through settle.ts like any other; refused, it is `failed`, the rule
  * shows `failedAt`, the reservation is given back, and nothing is tried again until the
- * rule is set anew (a declined card is not charged on every booking).
+ * rule is set anew (a declined card is not charged on every tick).
  */
 import { sql } from 'kysely';
 import { z } from 'zod';
