@@ -80,7 +80,7 @@ export const egressSchema = z.strictObject({
   cidrs: z.array(z.string().min(1).max(43)).max(10),
 });
 
-const machineConfigFields = {
+export const machineConfigFields = {
   image: z.string().min(1).max(512),
   class: z.enum(Object.keys(MACHINE_CLASSES) as [MachineClass, ...MachineClass[]]).optional(),
   vcpus: z.number().int().min(1).max(16).optional(),
@@ -107,7 +107,15 @@ const machineConfigFields = {
 };
 
 /** The body of `POST /v1/apps/:name/machines`. */
-export const machineConfigSchema = z.strictObject(machineConfigFields).superRefine((c, ctx) => {
+export const machineConfigSchema = z
+  .strictObject(machineConfigFields)
+  .superRefine(classMatchesVcpus);
+
+/** A class must not contradict `vcpus`. */
+export function classMatchesVcpus(
+  c: { class?: MachineClass | undefined; vcpus?: number | undefined },
+  ctx: z.RefinementCtx,
+): void {
   if (c.class && c.vcpus !== undefined && MACHINE_CLASSES[c.class] !== c.vcpus) {
     ctx.addIssue({
       code: 'custom',
@@ -115,7 +123,7 @@ export const machineConfigSchema = z.strictObject(machineConfigFields).superRefi
       message: `contradicts class ${c.class}, which has ${MACHINE_CLASSES[c.class]} vCPUs`,
     });
   }
-});
+}
 export type MachineConfigInput = z.infer<typeof machineConfigSchema>;
 
 /** The config as answers carry it: the always-present fields filled in. */

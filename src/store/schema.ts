@@ -367,6 +367,10 @@ export interface MachinesTable {
   checkpoint_at: NullableTimestamp;
   /** Last checkpoint number handed out; names checkpoint volumes on the host. */
   checkpoint_seq: Generated<number>;
+  /** The release it belongs to (migration 0030); null when made outside deploys. */
+  release_id: Generated<string | null>;
+  /** Set while a deploy retires it: out of the proxy's routes, draining. */
+  retiring_at: Generated<Date | null>;
   created_at: CreatedAt;
   updated_at: ColumnType<Date, Date | string | undefined, Date | string>;
 }
@@ -633,6 +637,39 @@ export interface BuildsTable {
   finished_at: NullableTimestamp;
 }
 
+export interface ReleasesTable {
+  id: string;
+  org_id: string;
+  app_id: string;
+  version: number;
+  image: string;
+  image_digest: string | null;
+  build_id: string | null;
+  config: ColumnType<Record<string, unknown>, string, string>;
+  secret_names: Generated<string[]>;
+  secrets_nonce: Buffer | null;
+  secrets_sealed: Buffer | null;
+  status: 'deploying' | 'live' | 'superseded' | 'failed';
+  created_at: CreatedAt;
+  live_at: NullableTimestamp;
+}
+
+export interface DeploysTable {
+  id: string;
+  org_id: string;
+  app_id: string;
+  status: 'pending' | 'running' | 'done' | 'error';
+  image: string;
+  config: ColumnType<Record<string, unknown>, string, string>;
+  strategy: 'rolling' | 'immediate';
+  release_id: string | null;
+  rollback_of: number | null;
+  step: string | null;
+  error: string | null;
+  created_at: CreatedAt;
+  finished_at: NullableTimestamp;
+}
+
 export interface Database {
   machines: MachinesTable;
   machine_checkpoints: MachineCheckpointsTable;
@@ -689,6 +726,8 @@ export interface Database {
   udp_endpoints: UdpEndpointsTable;
   build_sources: BuildSourcesTable;
   builds: BuildsTable;
+  releases: ReleasesTable;
+  deploys: DeploysTable;
 }
 
 export type EdgeStatus = 'pending_dns' | 'verified' | 'cert_issued' | 'error';
