@@ -415,6 +415,8 @@ export interface UsageEventsTable {
   quantity: Numeric;
   subject: string | null;
   at: ColumnType<Date, Date | string | undefined, never>;
+  /** Start of the interval the event measures (0023); null: an instant at `at`. */
+  since: ColumnType<Date | null, Date | string | null | undefined, never>;
 }
 
 export interface OAuthClientsTable {
