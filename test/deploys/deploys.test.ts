@@ -189,6 +189,11 @@ describe.skipIf(!canRunMachines)('deploys', () => {
     expect((await rb({}, 'one')).body.code).toBe('no-previous-release');
     expect((await rb({}, 'vol')).body.code).toBe('no-previous-release');
     expect((await rb({}, 'nowhere')).status).toBe(404);
+    // A database's name: restore it, do not roll it back.
+    const db = await bed.req('POST', '/v1/resources', { name: 'cache', kind: 'redis' });
+    expect(db.status, JSON.stringify(db.body)).toBe(201);
+    expect((await rb({}, 'cache')).body.code).toBe('rollback-not-for-resources');
+    expect((await bed.req('DELETE', '/v1/resources/cache')).status).toBe(204);
 
     const back = await bed.req('POST', '/v1/apps/site/rollback', {});
     expect(back.status).toBe(202);
@@ -265,9 +270,14 @@ describe.skipIf(!canRunMachines)('deploys', () => {
   it('staged secrets wait for the next deploy; staged false rolls the app at once', async () => {
     const put = (GREETING: string, staged: boolean) =>
       bed.req('PUT', '/v1/apps/secrets/secrets', { secrets: { GREETING }, staged });
-    expect((await put('one', true)).status).toBe(200);
-    await deploy('secrets', { image: images.v1, config: cfg });
+    // A machine made by hand, then `staged: false`: the app rolls into release 1.
+    const hand = await bed.req('POST', '/v1/apps/secrets/machines', { image: images.v1, ...cfg });
+    expect(hand.status).toBe(201);
+    const first = await put('one', false);
+    expect(first.body.restarted).toEqual([hand.body.id]);
+    await settled((await bed.req('GET', '/v1/apps/secrets/deploys')).body[0].id);
     expect((await viaProxy('secrets', '/env.txt')).text).toBe('one');
+    expect((await machinesOf('secrets')).map((m) => m.id)).not.toContain(hand.body.id);
     expect((await put('two', true)).status).toBe(200);
     // A restart of the machine keeps the release's values.
     const [m] = await machinesOf('secrets');
