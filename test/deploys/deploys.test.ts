@@ -319,6 +319,16 @@ describe.skipIf(!canRunMachines)('deploys', () => {
       (await bed.req('POST', '/v1/apps/site/deploys', { image: 'build:bld_nope' })).body.code,
     ).toBe('build-not-found');
 
+    // Two deploys at the same moment: exactly one is taken.
+    const both = await Promise.all(
+      [images.v1, images.v2].map((image) =>
+        bed.req('POST', '/v1/apps/one/deploys', { image, config: cfg }),
+      ),
+    );
+    expect(both.map((r) => r.status).sort()).toEqual([202, 409]);
+    expect(both.find((r) => r.status === 409)!.body.code).toBe('deploy-in-flight');
+    expect((await settled(both.find((r) => r.status === 202)!.body.id)).status).toBe('done');
+
     const deploys = (await bed.req('GET', '/v1/apps/site/deploys')).body;
     const other = await bed.tp.createOrg();
     const as = (token: string) => ({
@@ -352,5 +362,5 @@ describe.skipIf(!canRunMachines)('deploys', () => {
     const key = await bed.req('POST', '/v1/tokens', { name: 'gone' });
     await bed.req('DELETE', `/v1/tokens/${key.body.id}`);
     expect((await as(key.body.token).list()).status).toBe(401);
-  }, 60_000);
+  }, 120_000);
 });
