@@ -6,6 +6,7 @@
  * while the build runs, the app's URL at the end, and each failure's code.
  */
 import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import http from 'node:http';
 import os from 'node:os';
@@ -75,7 +76,8 @@ async function startBuild(app: string, files: Record<string, string>): Promise<s
 beforeAll(async () => {
   if (!canRunMachines) return;
   work = await mkdtemp(path.join(os.tmpdir(), 'pier-cli-deploy-'));
-  bed = await startMachineBed('cd', 180, { buildTimeoutS: 60 });
+  // A 1 MB cap on sources, so an oversized upload is cheap to make.
+  bed = await startMachineBed('cd', 180, { buildTimeoutS: 60, buildSourceMaxMb: 1 });
   base = await bed.image('base:1', {
     layers: [busyboxLayer(), [{ path: 'www/', type: 'dir' }]],
     config: { Cmd: ['/bin/sh'] },
@@ -221,20 +223,26 @@ describe.skipIf(!canRunMachines)('pier deploy and its family', () => {
     expect((await bed.req('GET', '/v1/apps/plain/deploys')).body).toEqual([]);
   }, 120_000);
 
-  it("prints the server's code: an unknown app, an unknown build, and a client-side mistake", async () => {
+  it("prints the server's code: an unknown app, an unknown build, too large, a client-side mistake", async () => {
     const dir = await tree('tiny', { 'index.html': 'x' });
-    const missing = await pier(['deploy', dir, '--app', 'nope']);
-    expect(missing.code).toBe(1);
+    // Random bytes do not compress: past the operator's cap, refused by its length.
+    const big = await tree('big', { 'blob.bin': randomBytes(1_200_000).toString('latin1') });
+    const [missing, noBuild, tooLarge, both, outside, notDir] = await Promise.all([
+      pier(['deploy', dir, '--app', 'nope']),
+      pier(['builds', 'logs', 'bld-none']),
+      pier(['deploy', big, '--app', 'web']),
+      pier(['deploy', dir, '--app', 'web', '--image', 'x', '--dockerfile', 'D']),
+      pier(['deploy', dir, '--app', 'web', '--dockerfile', '../Dockerfile']),
+      pier(['deploy', path.join(dir, 'index.html'), '--app', 'web']),
+    ]);
+    for (const r of [missing, noBuild, tooLarge, both, outside, notDir]) expect(r.code).toBe(1);
     expect(missing.stderr).toMatch(/^pier: App 'nope' not found\. \(not-found\)$/m);
-    const noBuild = await pier(['builds', 'logs', 'bld-none']);
-    expect(noBuild.code).toBe(1);
     expect(noBuild.stderr).toMatch(/\(build-not-found\)$/m);
-    const both = await pier(['deploy', dir, '--app', 'web', '--image', 'x', '--dockerfile', 'D']);
-    expect(both.code).toBe(1);
+    expect(tooLarge.stderr).toMatch(
+      /^pier: A source archive may be at most \d+ bytes\. \(too-large\)$/m,
+    );
     expect(both.stderr).toMatch(/^pier: --image deploys without a build/m);
-    const outside = await pier(['deploy', dir, '--app', 'web', '--dockerfile', '../Dockerfile']);
     expect(outside.stderr).toMatch(/--dockerfile must name a file inside/);
-    const notDir = await pier(['deploy', path.join(dir, 'index.html'), '--app', 'web']);
     expect(notDir.stderr).toMatch(/is not a directory/);
-  });
+  }, 90_000);
 });
