@@ -105,8 +105,9 @@ describe.skipIf(!canRunMachines)('pier deploy and its family', () => {
         `FROM ${base}`,
         'COPY . /www/',
         'RUN echo files in the context: $(ls -A /www)',
-        'EXPOSE 8080',
-        'CMD ["httpd", "-f", "-p", "8080", "-h", "/www"]',
+        // No config: a first deploy runs machines with the default internal port, 3000.
+        'EXPOSE 3000',
+        'CMD ["httpd", "-f", "-p", "3000", "-h", "/www"]',
       ].join('\n'),
       'index.html': 'deployed by the cli\n',
       'api.secret': 'do not send',
@@ -145,11 +146,48 @@ describe.skipIf(!canRunMachines)('pier deploy and its family', () => {
     expect(builds.stdout).toMatch(/^bld-\S+\s+done\s+dockerfile/m);
   }, 180_000);
 
-  it('rollback with no earlier release answers no-previous-release, exit 1', async () => {
-    const r = await pier(['rollback', '--app', 'web']);
-    expect(r.code).toBe(1);
-    expect(r.stderr).toMatch(/^pier: .*\(no-previous-release\)$/m);
-  });
+  it('rollback: no-previous-release with one release; after a detached v2, back to v1 (v3), followed, with the URL', async () => {
+    const none = await pier(['rollback', '--app', 'web']);
+    expect(none.code).toBe(1);
+    expect(none.stderr).toMatch(/^pier: .*\(no-previous-release\)$/m);
+
+    const dir = path.join(work, 'site');
+    await writeFile(path.join(dir, 'index.html'), 'second release\n');
+    const v2 = await pier(['deploy', dir, '--app', 'web', '--detach', '--json'], LONG);
+    expect(v2.code, v2.stderr).toBe(0);
+    const made = JSON.parse(v2.stdout);
+    expect(made.build.state).toBe('done');
+    expect(made.deploy).toMatchObject({ image: `build:${made.build.id}`, app: 'web' });
+    expect(made.url).toBeUndefined();
+    // --detach returned at once: the deploy goes on without the CLI.
+    const deadline = Date.now() + 90_000;
+    let state = made.deploy;
+    while (state.status !== 'done' && state.status !== 'error' && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 250));
+      state = (await bed.req('GET', `/v1/deploys/${made.deploy.id}`)).body;
+    }
+    expect(state).toMatchObject({ status: 'done', release: 2 });
+    expect((await viaProxy('web', '/index.html')).text).toBe('second release\n');
+
+    const back = await pier(['rollback', '--app', 'web'], LONG);
+    expect(back.code, back.stderr).toBe(0);
+    expect(back.stderr).toMatch(/Rolling web back to v1: deploy dep-/);
+    expect(back.stdout.trim()).toBe((await bed.req('GET', '/v1/apps/web')).body.defaultAddress);
+    expect((await viaProxy('web', '/index.html')).text).toBe('deployed by the cli\n');
+    const releases = await pier(['releases', '--app', 'web']);
+    expect(releases.stdout).toMatch(/^v3\s+live\s/m);
+    expect(releases.stdout).toMatch(/^v2\s+superseded\s/m);
+    expect(releases.stdout).toMatch(/^v1\s+superseded\s/m);
+    const deploys = await pier(['deploys', '--app', 'web']);
+    expect(deploys.stdout).toMatch(/^dep-\S+\s+done\s.*\sv3\s.*rollback to v1$/m);
+
+    const current = await pier(['rollback', 'v3', '--app', 'web']);
+    expect(current.code).toBe(1);
+    expect(current.stderr).toMatch(/\(rollback-target-current\)$/m);
+    const bad = await pier(['rollback', 'three', '--app', 'web']);
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toMatch(/give a release version/);
+  }, 240_000);
 
   it('builds logs --follow streams a build while it runs and ends with it; a failed build exits 1', async () => {
     const id = await startBuild('logs', {
