@@ -27,13 +27,6 @@ interface DeployOptions extends CommonOptions {
   progress?: boolean;
 }
 
-/** The `--strategy` option, shared with nothing else but kept beside its values. */
-const strategyOption = () =>
-  new Option(
-    '--strategy <strategy>',
-    'rolling: no request refused (default); immediate: replace at once',
-  ).choices(['rolling', 'immediate']);
-
 /** Registers `pier deploy`. */
 export function registerDeploy(program: Command): void {
   withCommonOptions(
@@ -49,7 +42,12 @@ export function registerDeploy(program: Command): void {
       '--dockerfile <path>',
       'the Dockerfile, a path inside DIR (default: Dockerfile, else detected)',
     )
-    .addOption(strategyOption())
+    .addOption(
+      new Option(
+        '--strategy <strategy>',
+        'rolling: no request refused (default); immediate: replace at once',
+      ).choices(['rolling', 'immediate']),
+    )
     .option('--image <ref>', 'deploy this image (an OCI reference or build:<id>) without building')
     .option('--detach', 'return once the deploy is accepted, without following it')
     .option('--progress', 'show the upload meter on stderr even when it is not a terminal')
@@ -66,8 +64,9 @@ export function registerDeploy(program: Command): void {
 }
 
 async function deploy(dir: string, opts: DeployOptions): Promise<void> {
-  if (opts.image && opts.dockerfile)
-    throw new CliError('--image deploys without a build: drop --dockerfile');
+  if (opts.image && (opts.dockerfile || dir !== '.')) {
+    throw new CliError('--image deploys without a build: drop DIR and --dockerfile');
+  }
   const creds = await credentials(opts);
   let source: Source | undefined;
   let build: Build | undefined;
