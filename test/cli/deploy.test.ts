@@ -105,9 +105,7 @@ describe.skipIf(!canRunMachines)('pier deploy and its family', () => {
         `FROM ${base}`,
         'COPY . /www/',
         'RUN echo files in the context: $(ls -A /www)',
-        // No config: a first deploy runs machines with the default internal port, 3000.
-        'EXPOSE 3000',
-        'CMD ["httpd", "-f", "-p", "3000", "-h", "/www"]',
+        'CMD ["httpd", "-f", "-p", "8080", "-h", "/www"]',
       ].join('\n'),
       'index.html': 'deployed by the cli\n',
       'api.secret': 'do not send',
@@ -115,7 +113,9 @@ describe.skipIf(!canRunMachines)('pier deploy and its family', () => {
       'notes/keep.txt': 'yes',
       '.git/HEAD': 'ref: refs/heads/main',
     });
-    const r = await pier(['deploy', dir, '--app', 'web', '--progress'], LONG);
+    // --port: the first release listens on 8080 (the default would be 3000); later deploys
+    // keep the live release's config.
+    const r = await pier(['deploy', dir, '--app', 'web', '--port', '8080', '--progress'], LONG);
     expect(r.code, r.stderr).toBe(0);
     // The meter (off a terminal only with --progress) ends at 100 %.
     expect(r.stderr).toMatch(/^upload web {2}.* 100% {2}[\d.]+ MB\/s$/m);

@@ -9,20 +9,21 @@ import path from 'node:path';
 import { type Command, Option } from 'commander';
 import { type ApiClient, apiPath } from './api-client.js';
 import { type CommonOptions, withCommonOptions } from './connect.js';
-import { note } from './db-common.js';
+import { note, wholeNumber } from './db-common.js';
 import { appUrl, describeSource, finishBuild, followDeploy, uploadSource } from './deploy-flow.js';
 import { CliError, action } from './errors.js';
 import { type Credentials, credentials } from './machines-common.js';
 import { printJson, say } from './output.js';
 import { progressWanted } from './progress.js';
 import { packSource } from './source-pack.js';
-import type { Build, Deploy, Source } from './types.js';
+import type { Build, Deploy, Release, Source } from './types.js';
 
 interface DeployOptions extends CommonOptions {
   app: string;
   dockerfile?: string;
   strategy?: 'rolling' | 'immediate';
   image?: string;
+  port?: number;
   detach?: boolean;
   progress?: boolean;
 }
@@ -47,6 +48,11 @@ export function registerDeploy(program: Command): void {
         '--strategy <strategy>',
         'rolling: no request refused (default); immediate: replace at once',
       ).choices(['rolling', 'immediate']),
+    )
+    .option(
+      '--port <n>',
+      "the port the app listens on (default: the live release's, else detected, else 3000)",
+      wholeNumber,
     )
     .option('--image <ref>', 'deploy this image (an OCI reference or build:<id>) without building')
     .option('--detach', 'return once the deploy is accepted, without following it')
@@ -75,6 +81,9 @@ async function deploy(dir: string, opts: DeployOptions): Promise<void> {
   const accepted = await creds.client.call<Deploy>('POST', apiPath`/v1/apps/${opts.app}/deploys`, {
     image,
     ...(opts.strategy ? { strategy: opts.strategy } : {}),
+    ...(opts.port === undefined
+      ? {}
+      : { config: await withPort(creds.client, opts.app, opts.port) }),
   });
   note(`Deploying ${image} to ${opts.app} (${accepted.strategy}): deploy ${accepted.id}.`);
   if (opts.detach) {
@@ -109,6 +118,16 @@ async function buildDirectory(
   const build = await finishBuild(creds, created.id, process.stderr);
   note(`Built ${build.id}${build.imageDigest ? ` (${build.imageDigest})` : ''}.`);
   return { source, build };
+}
+
+/**
+ * A deploy's config is all or nothing (without one the server keeps the live release's),
+ * so `--port` sends the live release's config with only the port changed.
+ */
+async function withPort(client: ApiClient, app: string, port: number) {
+  const releases = await client.call<Release[]>('GET', apiPath`/v1/apps/${app}/releases`);
+  const { image: _image, ...config } = releases.find((r) => r.status === 'live')?.config ?? {};
+  return { ...config, internalPort: port };
 }
 
 /** `--dockerfile` as the API wants it: `/`-separated, relative to DIR, inside it. */
