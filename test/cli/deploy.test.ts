@@ -21,6 +21,7 @@ import { ENTRY, cleanEnv, pierWith } from './run-cli.js';
 
 let bed: MachineBed;
 let base: string;
+let crash: string;
 let work: string;
 let env: Record<string, string>;
 const pier = pierWith(() => env);
@@ -81,6 +82,10 @@ beforeAll(async () => {
   base = await bed.image('base:1', {
     layers: [busyboxLayer(), [{ path: 'www/', type: 'dir' }]],
     config: { Cmd: ['/bin/sh'] },
+  });
+  crash = await bed.image('crash:1', {
+    layers: [busyboxLayer()],
+    config: { Cmd: ['/bin/sh', '-c', 'echo dying; exit 3'] },
   });
   env = {
     PIER_CONFIG: path.join(work, 'config.json'),
@@ -171,7 +176,7 @@ describe.skipIf(!canRunMachines)('pier deploy and its family', () => {
 
     const back = await pier(['rollback', '--app', 'web'], LONG);
     expect(back.code, back.stderr).toBe(0);
-    expect(back.stderr).toMatch(/Rolling web back to v1: deploy dep-/);
+    expect(back.stderr).toMatch(/Rolling web back to v1: deploy dpl-/);
     expect(back.stdout.trim()).toBe((await bed.req('GET', '/v1/apps/web')).body.defaultAddress);
     expect((await viaProxy('web', '/index.html')).text).toBe('deployed by the cli\n');
     const releases = await pier(['releases', '--app', 'web']);
@@ -179,7 +184,7 @@ describe.skipIf(!canRunMachines)('pier deploy and its family', () => {
     expect(releases.stdout).toMatch(/^v2\s+superseded\s/m);
     expect(releases.stdout).toMatch(/^v1\s+superseded\s/m);
     const deploys = await pier(['deploys', '--app', 'web']);
-    expect(deploys.stdout).toMatch(/^dep-\S+\s+done\s.*\sv3\s.*rollback to v1$/m);
+    expect(deploys.stdout).toMatch(/^dpl-\S+\s+done\s.*\sv3\s.*rollback to v1$/m);
 
     const current = await pier(['rollback', 'v3', '--app', 'web']);
     expect(current.code).toBe(1);
@@ -187,6 +192,20 @@ describe.skipIf(!canRunMachines)('pier deploy and its family', () => {
     const bad = await pier(['rollback', 'three', '--app', 'web']);
     expect(bad.code).toBe(1);
     expect(bad.stderr).toMatch(/give a release version/);
+
+    // An image that crashes: the deploy ends error, the command exits 1 with why, and
+    // the release before serves on.
+    const broken = await pier(
+      ['deploy', '--app', 'web', '--image', crash, '--strategy', 'immediate'],
+      LONG,
+    );
+    expect(broken.code).toBe(1);
+    expect(broken.stderr).toMatch(
+      /^pier: the deploy dpl-\S+ failed: .*did not start.*\(deploy-failed\)$/m,
+    );
+    expect(broken.stdout).toBe('');
+    expect((await viaProxy('web', '/index.html')).text).toBe('deployed by the cli\n');
+    expect((await pier(['releases', '--app', 'web'])).stdout).toMatch(/^v4\s+failed\s/m);
   }, 240_000);
 
   it('builds logs --follow streams a build while it runs and ends with it; a failed build exits 1', async () => {

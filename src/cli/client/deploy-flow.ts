@@ -123,6 +123,8 @@ export async function followDeploy(
 ): Promise<Deploy> {
   let last = '';
   const report = (d: Deploy) => {
+    // The end is told by what follows (the release live, or the error), not as a step.
+    if (d.status === 'done' || d.status === 'error') return;
     const text = d.step ?? d.status;
     if (text !== last) onStep(text);
     last = text;
