@@ -137,6 +137,9 @@ describe.skipIf(!canRunMachines)('pier deploy and its family', () => {
     // stdout is the URL alone.
     const app = (await bed.req('GET', '/v1/apps/web')).body;
     expect(r.stdout.trim()).toBe(app.defaultAddress);
+    expect(r.stderr).toMatch(
+      /^Deploying build:bld-\S+ to web \(rolling\): deploy dpl-\S+\.\n {2}queued$/m,
+    );
     expect(r.stderr).toMatch(/Release v1 of web is live/);
     expect((await viaProxy('web', '/index.html')).text).toBe('deployed by the cli\n');
     expect((await viaProxy('web', '/api.secret')).status).toBe(404);
@@ -174,10 +177,16 @@ describe.skipIf(!canRunMachines)('pier deploy and its family', () => {
     expect(state).toMatchObject({ status: 'done', release: 2 });
     expect((await viaProxy('web', '/index.html')).text).toBe('second release\n');
 
-    const back = await pier(['rollback', '--app', 'web'], LONG);
+    // Followed like a deploy; --json prints what it made, the URL included.
+    const back = await pier(['rollback', '--app', 'web', '--json'], LONG);
     expect(back.code, back.stderr).toBe(0);
     expect(back.stderr).toMatch(/Rolling web back to v1: deploy dpl-/);
-    expect(back.stdout.trim()).toBe((await bed.req('GET', '/v1/apps/web')).body.defaultAddress);
+    // The steps, from the accepted deploy's on (later ones show when a poll sees them).
+    expect(back.stderr).toMatch(/^ {2}queued$/m);
+    expect(JSON.parse(back.stdout)).toMatchObject({
+      deploy: { status: 'done', release: 3, rollbackOf: 1 },
+      url: (await bed.req('GET', '/v1/apps/web')).body.defaultAddress,
+    });
     expect((await viaProxy('web', '/index.html')).text).toBe('deployed by the cli\n');
     const releases = await pier(['releases', '--app', 'web']);
     expect(releases.stdout).toMatch(/^v3\s+live\s/m);
