@@ -98,8 +98,9 @@ beforeAll(async () => {
 }, 120_000);
 
 afterAll(async () => {
-  await bed?.close();
+  // The work directory first: it goes even when closing the bed throws.
   if (work) await rm(work, { recursive: true, force: true });
+  await bed?.close();
 }, 120_000);
 
 describe.skipIf(!canRunMachines)('pier deploy and its family', () => {
