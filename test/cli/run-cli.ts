@@ -24,6 +24,8 @@ export interface CliOptions {
   env?: Record<string, string | undefined>;
   /** Text written to the child's stdin (stdin is closed either way). */
   input?: string;
+  /** How long the command may run (default 25 s); a deploy with a build takes longer. */
+  timeoutMs?: number;
 }
 
 /** process.env without anything that configures the pier client. */
@@ -44,7 +46,7 @@ export function runCli(args: string[], opts: CliOptions = {}): Promise<CliResult
     const child: ChildProcess = execFile(
       process.execPath,
       [...ENTRY, ...args],
-      { env: cleanEnv(opts.env), timeout: 25_000 },
+      { env: cleanEnv(opts.env), timeout: opts.timeoutMs ?? 25_000 },
       (err, stdout, stderr) => {
         const code = err ? (typeof err.code === 'number' ? err.code : null) : 0;
         resolve({ code, stdout: String(stdout), stderr: String(stderr) });

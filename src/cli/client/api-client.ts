@@ -59,6 +59,34 @@ export function apiPath(strings: TemplateStringsArray, ...params: string[]): str
   );
 }
 
+/** An error answer of a raw request (not through `ApiClient`) as an `ApiCallError`. */
+export async function errorOfResponse(res: Response): Promise<ApiCallError> {
+  const text = await res.text().catch(() => '');
+  let body: unknown = text === '' ? undefined : text;
+  try {
+    if (text !== '') body = JSON.parse(text);
+  } catch {
+    // Not JSON: the text goes into the message.
+  }
+  return toApiCallError({ status: res.status, headers: res.headers, body });
+}
+
+/**
+ * fetch for requests the JSON client cannot make (streamed bodies and answers), with a
+ * refused or broken connection reported as the client reports it.
+ */
+export async function rawFetch(
+  baseUrl: string,
+  url: string,
+  init: RequestInit & { duplex?: 'half' },
+): Promise<Response> {
+  try {
+    return await fetch(url, init);
+  } catch (err) {
+    throw new NetworkError(`cannot reach ${baseUrl}: ${reasonOf(err)}`);
+  }
+}
+
 /** Turns an error answer into an `ApiCallError`, tolerating bodies that are not ours. */
 export function toApiCallError(answer: ApiAnswer): ApiCallError {
   const retryAfter = parseRetryAfter(answer.headers.get('retry-after'));

@@ -130,9 +130,26 @@ export async function putStream(
   progress: Progress,
   errorOf: (res: Response) => Promise<Error>,
 ): Promise<void> {
+  const res = await sendStream(send, 'PUT', url, headers, source, progress, errorOf);
+  await res.body?.cancel();
+}
+
+/**
+ * Sends `source` as the body of a `method` request (see `putStream`); answers the 2xx
+ * response with its body unread, the meter finished.
+ */
+export async function sendStream(
+  send: (url: string, init: StreamingRequestInit) => Promise<Response>,
+  method: string,
+  url: string,
+  headers: Record<string, string>,
+  source: Source,
+  progress: Progress,
+  errorOf: (res: Response) => Promise<Error>,
+): Promise<Response> {
   if (source.size !== undefined) headers['content-length'] = String(source.size);
   const res = await send(url, {
-    method: 'PUT',
+    method,
     headers,
     body: webStream(source.stream, progress),
     duplex: 'half',
@@ -147,6 +164,6 @@ export async function putStream(
     progress.abort();
     throw await errorOf(res);
   }
-  await res.body?.cancel();
   progress.finish();
+  return res;
 }

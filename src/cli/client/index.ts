@@ -1,13 +1,19 @@
-/** Client commands: login, tokens, ssh-keys, apps, secrets, protect, domains, zones, buckets, db, machines, mcp and webhooks. */
+/**
+ * Client commands: login, tokens, ssh-keys, apps, secrets, protect, domains, zones, buckets,
+ * db, machines, deploy (with builds, releases, rollback, deploys), mcp and webhooks.
+ */
 import type { Command } from 'commander';
 import { registerApps } from './apps.js';
 import { registerBuckets } from './buckets.js';
+import { registerBuilds } from './builds.js';
 import { registerDb } from './db.js';
+import { registerDeploy } from './deploy.js';
 import { registerDomains } from './domains.js';
 import { registerLogin } from './login.js';
 import { registerMachines } from './machines.js';
 import { registerMcp } from './mcp.js';
 import { registerProtect } from './protect.js';
+import { registerReleases } from './releases.js';
 import { registerSecrets } from './secrets.js';
 import { registerSshKeys } from './ssh-keys.js';
 import { registerTokens } from './tokens.js';
@@ -27,6 +33,9 @@ export function registerClientCommands(program: Command): void {
   registerBuckets(program);
   registerDb(program);
   registerMachines(program);
+  registerDeploy(program);
+  registerBuilds(program);
+  registerReleases(program);
   registerMcp(program);
   registerWebhooks(program);
 }

@@ -7,19 +7,11 @@
 import { stat } from 'node:fs/promises';
 import path from 'node:path';
 import type { Command } from 'commander';
-import { apiPath, toApiCallError } from './api-client.js';
+import { apiPath, errorOfResponse, rawFetch } from './api-client.js';
 import { type CommonOptions, withCommonOptions } from './connect.js';
 import { CliError, NetworkError, action } from './errors.js';
 import { type Credentials, credentials } from './machines-common.js';
-import {
-  counted,
-  emptyBody,
-  openSource,
-  putStream,
-  toFile,
-  toStdout,
-  type StreamingRequestInit,
-} from './byte-streams.js';
+import { counted, emptyBody, openSource, putStream, toFile, toStdout } from './byte-streams.js';
 import { say } from './output.js';
 import { Progress, formatBytes, progressWanted } from './progress.js';
 
@@ -112,12 +104,12 @@ async function upload(
     accept: 'application/json',
   };
   await putStream(
-    (url, init) => send(creds, url, init),
+    (url, init) => rawFetch(creds.apiUrl, url, init),
     filesUrl(creds, target),
     headers,
     source,
     progress,
-    answerError,
+    errorOfResponse,
   );
   say(`Copied ${src === '-' ? 'stdin' : src} to ${where} (${formatBytes(progress.bytes)}).`);
 }
@@ -133,10 +125,10 @@ async function download(
     throw new CliError(`give the path of one file: ${from.machineId}:/…`);
   }
   const target = dst !== '-' && (await isDirectory(dst)) ? path.join(dst, name) : dst;
-  const res = await send(creds, filesUrl(creds, from), {
+  const res = await rawFetch(creds.apiUrl, filesUrl(creds, from), {
     headers: { authorization: `Bearer ${creds.apiKey}` },
   });
-  if (!res.ok) throw await answerError(res);
+  if (!res.ok) throw await errorOfResponse(res);
   const length = res.headers.get('content-length');
   const total = length === null ? undefined : Number(length);
   const where = `${from.machineId}:${from.path}`;
@@ -167,27 +159,6 @@ async function download(
 }
 
 /** An error answer as the API client reports it (`pier: message (code)`). */
-async function answerError(res: Response) {
-  const text = await res.text().catch(() => '');
-  let body: unknown = text === '' ? undefined : text;
-  try {
-    if (text !== '') body = JSON.parse(text);
-  } catch {
-    // Not JSON: the text goes into the message.
-  }
-  return toApiCallError({ status: res.status, headers: res.headers, body });
-}
-
-async function send(creds: Credentials, url: string, init: StreamingRequestInit) {
-  try {
-    return await fetch(url, init);
-  } catch (err) {
-    const cause = (err as { cause?: { code?: unknown; message?: unknown } }).cause;
-    const why = typeof cause?.code === 'string' ? cause.code : String(cause?.message ?? err);
-    throw new NetworkError(`cannot reach ${creds.apiUrl}: ${why}`);
-  }
-}
-
 /** A trailing slash means a directory even before it exists, so the error names it. */
 async function isDirectory(p: string): Promise<boolean> {
   if (p.endsWith('/') || p.endsWith(path.sep)) return true;

@@ -15,3 +15,5 @@ export type {
 export type { AccessToken, CreatedLink, Protection } from '../../contracts/protection.js';
 export type { DnsRecord, Domain } from '../../contracts/domains.js';
 export type { Zone } from '../../contracts/zones.js';
+export type { Build, Source } from '../../contracts/builds.js';
+export type { Deploy, Release } from '../../contracts/deploys.js';
