@@ -12,7 +12,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bookDue } from '../../src/services/billing/booking.js';
-import { actOnProjectedBalances } from '../../src/services/billing/projected.js';
+import { actOnProjectedBalances } from '../../src/services/billing/projected-actions.js';
 import { recordUsage, type UsageRecord } from '../../src/services/billing/record.js';
 import { openStore } from '../../src/store/db.js';
 import { startTestPlatform, type TestOrg, type TestPlatform } from '../helpers/platform.js';

@@ -5,7 +5,7 @@
  */
 import { expect } from 'vitest';
 import { bookDue } from '../../src/services/billing/booking.js';
-import { actOnProjectedBalances } from '../../src/services/billing/projected.js';
+import { actOnProjectedBalances } from '../../src/services/billing/projected-actions.js';
 import { recordUsage } from '../../src/services/billing/record.js';
 import type { ConfigInput } from '../../src/config.js';
 import { addPerson, ConsoleVisitor } from '../console/console-client.js';

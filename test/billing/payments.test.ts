@@ -8,7 +8,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { waitFor } from '../databases/helpers.js';
-import { actOnProjectedBalances } from '../../src/services/billing/projected.js';
+import { actOnProjectedBalances } from '../../src/services/billing/projected-actions.js';
 import { recordUsage } from '../../src/services/billing/record.js';
 import { restartTestPlatform, type TestOrg } from '../helpers/platform.js';
 import {

@@ -10,7 +10,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { actOnProjectedBalances } from '../../src/services/billing/projected.js';
+import { actOnProjectedBalances } from '../../src/services/billing/projected-actions.js';
 import { recordUsage } from '../../src/services/billing/record.js';
 import { STOP_BLOCKED_JOB } from '../../src/services/billing/stop-blocked.js';
 import { startTestPlatform, type TestOrg, type TestPlatform } from '../helpers/platform.js';

@@ -9,7 +9,7 @@
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { meterStorage } from '../../src/services/billing/meter-storage.js';
-import { actOnProjectedBalances } from '../../src/services/billing/projected.js';
+import { actOnProjectedBalances } from '../../src/services/billing/projected-actions.js';
 import { recordUsage } from '../../src/services/billing/record.js';
 import { startTestPlatform, type TestOrg, type TestPlatform } from '../helpers/platform.js';
 import {

@@ -14,7 +14,7 @@ import { windowMsOf } from './pricing.js';
 import { rechargeJob } from '../payments/recharge.js';
 import { meterStorage } from './meter-storage.js';
 import { meterRunning } from '../machines/metering.js';
-import { actOnProjectedBalances } from './projected.js';
+import { actOnProjectedBalances } from './projected-actions.js';
 import { stopBlockedJob } from './stop-blocked.js';
 
 export const BOOK_JOB = 'billing.book';
