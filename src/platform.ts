@@ -39,6 +39,7 @@ import { hostImageStore, hostRuntime } from './runtime/host-runtime.js';
 import { LocalBuilder } from './runtime/builds/local-builder.js';
 import { CgroupSet } from './host/cgroups/cgroup.js';
 import { buildJobs } from './services/builds/jobs.js';
+import { deployJobs } from './services/deploys/jobs.js';
 import { scheduleDatabaseUpkeep, takeBackDatabases } from './services/databases/upkeep.js';
 import { scheduleOrphanSweep } from './services/buckets/orphan-sweep.js';
 import { blobStoreFromConfig } from './objects/blobs/config.js';
@@ -164,6 +165,7 @@ export async function startPlatform(config: Config, opts: PlatformOptions = {}):
       ...volumeJobs(() => late.ctx!),
       ...machineJobs(() => late.ctx!),
       ...buildJobs(() => late.ctx!),
+      ...deployJobs(() => late.ctx!),
       ...billingJobs(() => late.ctx!),
       ...webhookJobs(store.db),
       ...edgeJobs(() => late.ctx!),
@@ -222,6 +224,7 @@ export async function startPlatform(config: Config, opts: PlatformOptions = {}):
         machineChanges: newMachineChanges(),
         machineRequests: new Map(),
         machineCpuSeen: new Map(),
+        machineInFlight: new Map(),
         execSessions: new Map(),
         checkpointsInFlight: new Set(),
       },
@@ -241,6 +244,7 @@ export async function startPlatform(config: Config, opts: PlatformOptions = {}):
         // The services listener binds the bridge's gateway once the bridge exists.
         onBridgeUp: async () => late.services?.bind(),
       }),
+      images: images.store,
       // Builds run on this host and put their images into the machines' image store.
       builder: new LocalBuilder({
         pool,

@@ -101,9 +101,15 @@ export class AppProxy {
       // Protection first: nothing of a refused request reaches (or wakes) a machine.
       const verdict = await this.gate?.check(req, address.app, false);
       if (verdict && !verdict.pass) return answerVerdict(res, verdict);
-      await this.picker.connect(address, (target) =>
-        exchange(req, res, target, this.exchangeContext),
-      );
+      await this.picker.connect(address, async (target) => {
+        // Counted while it lasts, so a deploy retiring the machine waits for it to end.
+        this.targets.begin?.(target.machineId);
+        try {
+          return await exchange(req, res, target, this.exchangeContext);
+        } finally {
+          this.targets.end?.(target.machineId);
+        }
+      });
     } catch (err) {
       answerError(res, this.toApiError(err, req));
     }
@@ -132,7 +138,11 @@ export class AppProxy {
         return;
       }
       this.tunnels.add(socket);
-      socket.once('close', () => this.tunnels.delete(socket));
+      this.targets.begin?.(upstream.target.machineId);
+      socket.once('close', () => {
+        this.tunnels.delete(socket);
+        this.targets.end?.(upstream.target.machineId);
+      });
       splice(req, socket, head, upstream.socket, {
         responseTimeoutMs: this.responseTimeoutMs,
         trustForwarded: this.trustForwarded,

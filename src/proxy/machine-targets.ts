@@ -20,8 +20,8 @@ import { configOf, machinesQuery } from '../services/machines/records.js';
 import { activityOf } from '../services/machines/sleep.js';
 import { onAnyMachineChange } from '../services/machines/state-events.js';
 
-/** The backstop for changes no word reaches this process about (another replica's). */
-export const ROUTES_TTL_MS = 1_000;
+import { ROUTES_TTL_MS } from '../services/machines/state-events.js';
+export { ROUTES_TTL_MS };
 
 /** A machine of the app that may serve, as the store had it. */
 interface Route {
@@ -81,6 +81,18 @@ export class MachineTargets implements ProxyTargets {
     activityOf(this.ctx).set(machineId, Date.now());
   }
 
+  begin(machineId: string): void {
+    const inFlight = this.ctx.memory.machineInFlight;
+    inFlight.set(machineId, (inFlight.get(machineId) ?? 0) + 1);
+  }
+
+  end(machineId: string): void {
+    const inFlight = this.ctx.memory.machineInFlight;
+    const left = (inFlight.get(machineId) ?? 1) - 1;
+    if (left > 0) inFlight.set(machineId, left);
+    else inFlight.delete(machineId);
+  }
+
   /** The app's machines from the cache, or from the store (one query for concurrent asks). */
   private routes(app: string): Promise<Route[] | undefined> {
     const hit = this.cache.get(app);
@@ -97,6 +109,8 @@ export class MachineTargets implements ProxyTargets {
   private async load(app: string): Promise<Route[] | undefined> {
     const rows = await machinesQuery(this.ctx.db)
       .where('apps.name', '=', app)
+      // A machine a deploy retires takes no new request; its own finish (drain).
+      .where('machines.retiring_at', 'is', null)
       .where((eb) =>
         eb.or([
           eb('machines.observed_state', 'in', ['running', 'suspended']),

@@ -28,6 +28,9 @@ export interface ProxyTargets {
   wake(machineId: string): Promise<void>;
   /** A request reached the machine (idle detection; cheap, called per request). */
   touch(machineId: string): void;
+  /** A request (or tunnel) to the machine began / ended: what a retiring machine drains. */
+  begin?(machineId: string): void;
+  end?(machineId: string): void;
   /**
    * A machine of the app did not take a connection: if `resolve` answers from a cache,
    * the app's entry is dropped so the next `resolve` asks the store (optional).

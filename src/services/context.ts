@@ -7,6 +7,7 @@ import type { OutboundGuard } from '../host/outbound-guard.js';
 import type { JobCatalogue } from '../jobs/catalogue.js';
 import type { BlobStore } from '../objects/blobs/blob-store.js';
 import type { DatabaseRuntime } from '../engines/runtime.js';
+import type { ImageStore } from '../runtime/images/index.js';
 import type { SourceBuilder } from '../runtime/builds/local-builder.js';
 import type { GuestSession, MachineRuntime } from '../runtime/runtime.js';
 import type { PoolHandle } from '../storage/pool-handle.js';
@@ -26,6 +27,8 @@ export interface ReplicaMemory {
   machineChanges: EventEmitter;
   /** When each machine last served a proxied request, in ms: the sleep policy's activity. */
   machineRequests: Map<string, number>;
+  /** Proxied requests and tunnels under way to each machine: what a deploy drains. */
+  machineInFlight: Map<string, number>;
   /** Each machine's CPU time at the last sleep tick, to tell the share used since. */
   machineCpuSeen: Map<string, { cpuMs: number; at: number }>;
   /** Shell sessions attached in this process, by session id. */
@@ -70,6 +73,8 @@ export interface ServiceContext {
   outbound: OutboundGuard;
   /** Runs machines on this host (made on first use). */
   machines?: MachineRuntime;
+  /** The host's image store (machines and builds run from it; deploys pin digests in it). */
+  images?: ImageStore;
   /** Builds images from sources on this host (runtime/builds). */
   builder?: SourceBuilder;
 }

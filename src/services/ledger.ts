@@ -157,15 +157,14 @@ export interface UsageDebit {
  * balance and block by that sum. Entry by entry this took three statements each; a
  * window of many organizations is now one round trip. Debits only, so the block a sum
  * leaves is the block the entries one after another would have left. Answers the
- * entries booked, the organizations whose balance moved and, of those, the ones this
- * window blocked.
+ * entries booked and the organizations this window blocked.
  */
 export async function bookUsageDebits(
   tx: Tx,
   window: { from: Date; to: Date; at: Date },
   debits: UsageDebit[],
-): Promise<{ booked: number; charged: string[]; blockedNow: string[] }> {
-  if (debits.length === 0) return { booked: 0, charged: [], blockedNow: [] };
+): Promise<{ booked: number; blockedNow: string[] }> {
+  if (debits.length === 0) return { booked: 0, blockedNow: [] };
   if (debits.some((d) => d.micros >= 0n)) throw new Error('usage entries are debits');
   const { rows } = await sql<{ org_id: string; blocked_now: boolean; booked: string }>`
     WITH input AS (
@@ -203,7 +202,6 @@ export async function bookUsageDebits(
               (SELECT count(*) FROM inserted) AS booked`.execute(tx);
   return {
     booked: Number(rows[0]?.booked ?? 0),
-    charged: rows.map((r) => r.org_id),
     blockedNow: rows.filter((r) => r.blocked_now).map((r) => r.org_id),
   };
 }

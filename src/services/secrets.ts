@@ -86,7 +86,7 @@ export interface PutSecretsAnswer {
   appName: string;
   staged: boolean;
   changed: string[];
-  /** Machines restarted to take the new values (none until apps run machines). */
+  /** Machines replaced to take the new values (`staged: false`; see deploys/secret-roll.ts). */
   restarted: string[];
   secrets: Secret[];
 }
@@ -97,6 +97,11 @@ export async function putSecrets(
   orgId: string,
   appName: string,
   body: PutSecretsBody,
+  /**
+   * With `staged: false` and values changed: rolls the app in the same transaction (so a
+   * refusal, such as a deploy in flight, writes nothing); answers the machines replaced.
+   */
+  roll?: (tx: Executor, appId: string) => Promise<string[]>,
 ): Promise<PutSecretsAnswer> {
   checkNames(body);
   return ctx.db.transaction().execute(async (tx) => {
@@ -154,11 +159,13 @@ export async function putSecrets(
         .where('managed_reason', 'is', null)
         .execute();
     }
+    const changedValues = Object.keys(body.secrets ?? {}).length > 0;
+    const restarted = !body.staged && changedValues && roll ? await roll(tx, app.id) : [];
     return {
       appName,
       staged: body.staged,
       changed: [...touched].sort(),
-      restarted: [],
+      restarted,
       secrets: (await rows(tx, app.id)).map(toSecret),
     };
   });

@@ -415,6 +415,8 @@ export interface UsageEventsTable {
   quantity: Numeric;
   subject: string | null;
   at: ColumnType<Date, Date | string | undefined, never>;
+  /** Start of the interval the event measures (0023); null: an instant at `at`. */
+  since: ColumnType<Date | null, Date | string | null | undefined, never>;
 }
 
 export interface OAuthClientsTable {
@@ -662,6 +664,8 @@ export interface DeploysTable {
   strategy: 'rolling' | 'immediate';
   release_id: string | null;
   rollback_of: number | null;
+  rollback_release_id: string | null;
+  machine_count: Generated<number | null>;
   step: string | null;
   error: string | null;
   created_at: CreatedAt;

@@ -12,7 +12,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bookDue } from '../../src/services/billing/booking.js';
-import { blockAtProjectedZero } from '../../src/services/billing/projected.js';
+import { actOnProjectedBalances } from '../../src/services/billing/projected.js';
 import { recordUsage, type UsageRecord } from '../../src/services/billing/record.js';
 import { openStore } from '../../src/store/db.js';
 import { startTestPlatform, type TestOrg, type TestPlatform } from '../helpers/platform.js';
@@ -379,7 +379,7 @@ describe('blocking at zero', () => {
       VALUES (${org.id}, 'machine_running_seconds', 100000, now() + interval '1 hour')`.execute(
       tp.platform.ctx.db,
     );
-    expect(await blockAtProjectedZero(tp.platform.ctx)).toContain(org.id);
+    expect((await actOnProjectedBalances(tp.platform.ctx)).blocked).toContain(org.id);
     const blocked = await credits(org);
     expect(blocked.blocked).toBe(true);
     // The first window booked (its debit leaves 0.3 cent booked): still blocked, and

@@ -5,6 +5,7 @@
  */
 import { expect } from 'vitest';
 import { bookDue } from '../../src/services/billing/booking.js';
+import { actOnProjectedBalances } from '../../src/services/billing/projected.js';
 import { recordUsage } from '../../src/services/billing/record.js';
 import type { ConfigInput } from '../../src/config.js';
 import { addPerson, ConsoleVisitor } from '../console/console-client.js';
@@ -66,7 +67,10 @@ export async function consoleKey(tp: TestPlatform, org: TestOrg, role = 'admin')
   return visitor.key;
 }
 
-/** Spends `cents` of the organization's credit: running time recorded, its window booked. */
+/**
+ * Spends `cents` of the organization's credit: running time recorded, its window booked,
+ * and the projected balance looked at as the metering tick does (blocks, auto-recharge).
+ */
 export async function spend(tp: TestPlatform, org: TestOrg, cents: number): Promise<void> {
   if (Date.now() % WINDOW_MS > WINDOW_MS - 200) await nextWindow();
   await recordUsage(tp.platform.ctx.db, [
@@ -74,6 +78,7 @@ export async function spend(tp: TestPlatform, org: TestOrg, cents: number): Prom
   ]);
   await nextWindow();
   await bookDue(tp.platform.ctx);
+  await actOnProjectedBalances(tp.platform.ctx);
 }
 
 /** The ledger's entries sum to the balance, to the micro-cent. */

@@ -2,11 +2,14 @@
  * Payments through the real `stripe` SDK and the Stripe stand-in (docs/billing.md): a
  * checkout top-up credits once per paid session whatever is replayed, forged events are
  * refused, the console-only routes refuse every other key, another organization's top-up
- * answers like a missing one, and auto-recharge fires at the threshold, keeps to its cap,
- * shows a declined card, and survives a restart in the middle of a charge.
+ * answers like a missing one, and auto-recharge fires when the projected balance (the
+ * number that blocks) is below the threshold, before the block, keeps to its cap, shows a
+ * declined card, and survives a restart in the middle of a charge.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { waitFor } from '../databases/helpers.js';
+import { actOnProjectedBalances } from '../../src/services/billing/projected.js';
+import { recordUsage } from '../../src/services/billing/record.js';
 import { restartTestPlatform, type TestOrg } from '../helpers/platform.js';
 import {
   consoleKey,
@@ -221,7 +224,7 @@ describe('auto-recharge', () => {
     expect([zero.status, zero.body.issues[0].path]).toEqual([400, 'amountCents']);
   });
 
-  it('fires below the threshold after a booking and never charges more than the cap', async () => {
+  it('fires below the threshold and never charges more than the cap', async () => {
     const balance = (await credits()).balanceCents;
     const rule = { enabled: true, thresholdCents: balance - 100, amountCents: 500, capCents: 1200 };
     const set = await as(admin, 'PUT', '/v1/billing/auto-recharge', rule);
@@ -328,6 +331,63 @@ describe('auto-recharge', () => {
     expect(recharges.length - rechargesBefore.length).toBe(1);
     expect(bed.stripe.intents.size - before).toBe(1);
     await expectLedgerSumsToBalance(bed.tp, admin);
+  }, 60_000);
+});
+
+describe('auto-recharge on the projected balance (the default window, an hour)', () => {
+  it('tops up on usage recorded and not booked, before the block, once across replicas', async () => {
+    bed.tp = await restartTestPlatform(bed.tp, {
+      jobLeaseMs: 1000,
+      stripeSecretKey: bed.stripe.secretKey,
+      stripeApiUrl: bed.stripe.url,
+      stripeWebhookSecret: bed.stripe.webhookSecret,
+    });
+    bed.stripe.eventsUrl = `${bed.tp.url}/v1/billing/stripe/events`;
+    const ctx = bed.tp.platform.ctx;
+    expect(ctx.config.billingWindowSeconds).toBe(3600);
+    // The first organization's rule rests: this one alone may recharge here.
+    await as(admin, 'PUT', '/v1/billing/auto-recharge', { enabled: false });
+    const payer = await bed.tp.createOrg();
+    const key = await consoleKey(bed.tp, payer);
+    await topUp(key, 500); // the smallest top-up, and the card saved
+    await waitFor(async () => (await credits(key)).balanceCents === 500, 'the top-up', 15_000);
+    const rule = { enabled: true, thresholdCents: 300, amountCents: 500, capCents: 500 };
+    expect((await as(key, 'PUT', '/v1/billing/auto-recharge', rule)).status).toBe(200);
+    const run = (cents: number) =>
+      recordUsage(ctx.db, [
+        { orgId: payer.id, kind: 'machine_running_seconds', quantity: String(cents) },
+      ]);
+    const charges = () =>
+      [...bed.stripe.intents.values()].filter(
+        (pi) => pi.off_session && pi.metadata?.orgId === payer.id,
+      );
+
+    // 250 cents recorded, nothing booked (the window is open): booked 500, projected 250,
+    // below the threshold of 300. Two ticks at once (as on two replicas) start one recharge.
+    await run(250);
+    const acted = await Promise.all([actOnProjectedBalances(ctx), actOnProjectedBalances(ctx)]);
+    expect(acted.flatMap((a) => a.recharges)).toHaveLength(1);
+    expect(acted.flatMap((a) => a.blocked)).toEqual([]);
+    await waitFor(
+      async () => (await credits(key)).balanceCents === 1000,
+      'the recharge to be credited',
+      15_000,
+    );
+    expect(charges().map((c) => c.amount)).toEqual([500]);
+
+    // 600 cents more: without the recharge the projection (500 − 850) would block; with
+    // it, 1000 − 850 = 150 cents, open (and below the threshold, but the cap is reached).
+    await run(600);
+    expect(await actOnProjectedBalances(ctx)).toEqual({ blocked: [], recharges: [] });
+    const account = await credits(key);
+    expect(account).toMatchObject({ blocked: false, balanceCents: 1000 });
+    expect(account.autoRecharge).toMatchObject({ pending: false, failedAt: null });
+    const ledger = (await as(key, 'GET', '/v1/billing/ledger?limit=500')).body.entries;
+    expect(ledger.map((e: { kind: string; detail: string }) => `${e.kind} ${e.detail}`)).toEqual([
+      'topup auto-recharge',
+      'topup top-up (checkout)',
+    ]);
+    await expectLedgerSumsToBalance(bed.tp, key);
   }, 60_000);
 });
 

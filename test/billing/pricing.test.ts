@@ -1,6 +1,13 @@
 /** The exact arithmetic of pricing (services/billing/pricing.ts): no floating point. */
 import { describe, expect, it } from 'vitest';
 import {
+  add,
+  formatDecimal,
+  fraction,
+  parseDecimal,
+  roundHalfUp,
+} from '../../src/services/billing/exact.js';
+import {
   amountOf,
   priceOf,
   pricedFromOf,
@@ -43,6 +50,30 @@ describe('priceOf', () => {
 
   it('refuses what is not a non-negative decimal', () => {
     for (const bad of ['-1', '1e3', 'abc', '']) expect(() => priceOf(bad, 1)).toThrow();
+  });
+});
+
+describe('fractions (a tick shared among lists)', () => {
+  it('sums shares exactly and rounds once', () => {
+    // A third of a unit at 1,000,000 and two thirds at 2,000,000: 1,666,666.67 → 1,666,667.
+    expect(
+      amountOf([
+        { quantity: fraction(1n, 3n), priceMicros: 1_000_000 },
+        { quantity: fraction(2n, 3n), priceMicros: 2_000_000 },
+      ]),
+    ).toBe(1_666_667n);
+    // Shares of 0.001 s over 3 µs parts of a 7 µs tick: 3/7 × 0.001 × 7e6 = 3000 exactly.
+    expect(amountOf([{ quantity: fraction(3n, 7000n), priceMicros: 7_000_000 }])).toBe(3000n);
+    expect(roundHalfUp(fraction(5n, 2n))).toBe(3n);
+    expect(roundHalfUp(fraction(7n, 3n))).toBe(2n);
+  });
+
+  it('writes a share exactly when it can, marked ≈ when it cannot', () => {
+    expect(formatDecimal(parseDecimal('90.000').value, 3)).toBe('90.000');
+    expect(formatDecimal(fraction(1n, 8n))).toBe('0.125');
+    expect(formatDecimal(fraction(1n, 3n))).toBe('≈0.333333333');
+    expect(formatDecimal(fraction(2n, 3n), 3)).toBe('≈0.666666667');
+    expect(formatDecimal(add(fraction(1n, 3n), fraction(2n, 3n)))).toBe('1');
   });
 });
 

@@ -10,7 +10,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { blockAtProjectedZero } from '../../src/services/billing/projected.js';
+import { actOnProjectedBalances } from '../../src/services/billing/projected.js';
 import { recordUsage } from '../../src/services/billing/record.js';
 import { STOP_BLOCKED_JOB } from '../../src/services/billing/stop-blocked.js';
 import { startTestPlatform, type TestOrg, type TestPlatform } from '../helpers/platform.js';
@@ -52,12 +52,12 @@ const run = (seconds: string) =>
 const bothReplicas = async () =>
   (
     await Promise.all([
-      blockAtProjectedZero(a.platform.ctx),
-      blockAtProjectedZero(b.platform.ctx),
-      blockAtProjectedZero(a.platform.ctx),
-      blockAtProjectedZero(b.platform.ctx),
+      actOnProjectedBalances(a.platform.ctx),
+      actOnProjectedBalances(b.platform.ctx),
+      actOnProjectedBalances(a.platform.ctx),
+      actOnProjectedBalances(b.platform.ctx),
     ])
-  ).flat();
+  ).flatMap((acted) => acted.blocked);
 
 async function stopJobs(): Promise<number> {
   const rows = await a.platform.ctx.db

@@ -9,7 +9,7 @@
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { meterStorage } from '../../src/services/billing/meter-storage.js';
-import { blockAtProjectedZero } from '../../src/services/billing/projected.js';
+import { actOnProjectedBalances } from '../../src/services/billing/projected.js';
 import { recordUsage } from '../../src/services/billing/record.js';
 import { startTestPlatform, type TestOrg, type TestPlatform } from '../helpers/platform.js';
 import {
@@ -66,7 +66,7 @@ describe('a blocked organization’s database', () => {
     await recordUsage(tp.platform.ctx.db, [
       { orgId: org.id, kind: 'machine_running_seconds', quantity: 2 },
     ]);
-    expect(await blockAtProjectedZero(tp.platform.ctx)).toEqual([org.id]);
+    expect((await actOnProjectedBalances(tp.platform.ctx)).blocked).toEqual([org.id]);
     await waitFor(async () => (await power()) === 'stopped', 'the database to stop', 30_000);
     expect(localDatabases(tp).get(databaseId)?.power).toBe('stopped');
     expect((await req('GET', '/v1/resources/ledger')).status).toBe(200);

@@ -11,6 +11,7 @@ import { protectionRoutes } from './apps/protection.js';
 import { networkPolicyRoutes } from './apps/policy.js';
 import { udpRoutes } from './apps/udp.js';
 import { buildRoutes } from './builds/builds.js';
+import { deployRoutes } from './deploys/deploys.js';
 import { bucketRoutes } from './buckets/buckets.js';
 import { bucketCorsRoutes } from './buckets/cors.js';
 import { bucketCredentialRoutes } from './buckets/credentials.js';
@@ -58,6 +59,7 @@ export async function registerRoutes(app: FastifyInstance, deps: AppDeps): Promi
     networkPolicyRoutes,
     udpRoutes,
     buildRoutes,
+    deployRoutes,
     secretRoutes,
     bucketRoutes,
     bucketObjectRoutes,

@@ -12,7 +12,6 @@ import { enqueue } from '../../jobs/queue.js';
 import type { Tx } from '../../store/db.js';
 import type { ServiceContext } from '../context.js';
 import { bookUsageDebits, type UsageDebit } from '../ledger.js';
-import { triggerRecharges } from '../payments/recharge.js';
 import { priceLists } from './prices.js';
 import { priceUsage, unitOf, windowMsOf, windowStart } from './pricing.js';
 import { USAGE_LOCK } from './record.js';
@@ -86,17 +85,17 @@ async function bookNextWindow(ctx: ServiceContext, tx: Tx): Promise<BookedWindow
       reference: u.kind,
       detail: `${u.kind}: ${detailOf(u.kind, u.parts!)}`,
     }));
-  const {
-    booked,
-    charged,
-    blockedNow: blocked,
-  } = await bookUsageDebits(tx, { from, to, at: ctx.clock() }, debits);
+  const { booked, blockedNow: blocked } = await bookUsageDebits(
+    tx,
+    { from, to, at: ctx.clock() },
+    debits,
+  );
   for (const orgId of blocked) {
     // With the block, in its transaction: the machines stop even if this process dies.
     await enqueue(tx, ctx.jobs, STOP_BLOCKED_JOB, { orgId }, { dedupeKey: orgId });
   }
-  // Auto-recharge looks at each debited balance once, after all of its window's entries.
-  await triggerRecharges(tx, ctx.jobs, charged);
+  // Auto-recharge is not started here: booking leaves the projected balance where it was,
+  // and the metering tick starts recharges on it (projected.ts).
   await tx.updateTable('billing_cursor').set({ booked_until: to }).execute();
   return { from, to, entries: booked, blocked };
 }

@@ -14,7 +14,7 @@ import { windowMsOf } from './pricing.js';
 import { rechargeJob } from '../payments/recharge.js';
 import { meterStorage } from './meter-storage.js';
 import { meterRunning } from '../machines/metering.js';
-import { blockAtProjectedZero } from './projected.js';
+import { actOnProjectedBalances } from './projected.js';
 import { stopBlockedJob } from './stop-blocked.js';
 
 export const BOOK_JOB = 'billing.book';
@@ -46,15 +46,16 @@ async function enqueueIfDue(ctx: ServiceContext): Promise<void> {
 }
 
 /**
- * One metering tick: records machines' running time and what is kept, then blocks the
- * organizations whose projected balance this took to zero (projected.ts). The block
+ * One metering tick: records machines' running time and what is kept, then starts the
+ * auto-recharges and blocks the organizations that the projected balance asks for
+ * (projected.ts). The block
  * therefore comes within one tick (`PIER_METERING_INTERVAL_MS`, 60 s by default) of the
  * projected balance reaching zero.
  */
 export async function meteringTick(ctx: ServiceContext): Promise<void> {
   await meterRunning(ctx.db);
   await meterStorage(ctx.db);
-  await blockAtProjectedZero(ctx);
+  await actOnProjectedBalances(ctx);
 }
 
 /**

@@ -4,7 +4,8 @@
  * at the size (and for databases the power state) it has now. So a resize, an object
  * written or a database falling asleep counts from the tick that sees it (the metering
  * period, a minute by default), and the stretch between a row's last tick and its
- * deletion is not charged. Written under the usage lock (record.ts).
+ * deletion is not charged. Each event carries the interval it measures (`since`, `at`),
+ * over which it is priced. Written under the usage lock (record.ts).
  */
 import { sql } from 'kysely';
 import type { Executor } from '../../store/db.js';
@@ -20,10 +21,10 @@ export async function meterStorage(ex: Executor): Promise<void> {
         FROM volumes FOR UPDATE SKIP LOCKED),
       done AS (
         UPDATE volumes v SET metered_at = t.now FROM due, t WHERE v.id = due.id
-        RETURNING due.id, due.org_id, due.size_gb, t.now AS at,
+        RETURNING due.id, due.org_id, due.size_gb, due.since, t.now AS at,
           extract(epoch FROM t.now - due.since)::numeric AS seconds)
-      INSERT INTO usage_events (org_id, kind, quantity, subject, at)
-      SELECT org_id, 'volume_storage_gb_hours', round(size_gb * seconds / 3600, 9), id, at
+      INSERT INTO usage_events (org_id, kind, quantity, subject, since, at)
+      SELECT org_id, 'volume_storage_gb_hours', round(size_gb * seconds / 3600, 9), id, since, at
       FROM done WHERE seconds > 0`.execute(tx);
 
     await sql`
@@ -34,11 +35,11 @@ export async function meterStorage(ex: Executor): Promise<void> {
         FROM buckets b FOR UPDATE OF b SKIP LOCKED),
       done AS (
         UPDATE buckets b SET metered_at = t.now FROM due, t WHERE b.id = due.id
-        RETURNING due.id, due.org_id, due.bytes, t.now AS at,
+        RETURNING due.id, due.org_id, due.bytes, due.since, t.now AS at,
           extract(epoch FROM t.now - due.since)::numeric AS seconds)
-      INSERT INTO usage_events (org_id, kind, quantity, subject, at)
+      INSERT INTO usage_events (org_id, kind, quantity, subject, since, at)
       SELECT org_id, 'bucket_storage_gb_hours',
-        round(bytes::numeric * seconds / (1073741824::numeric * 3600), 9), id, at
+        round(bytes::numeric * seconds / (1073741824::numeric * 3600), 9), id, since, at
       FROM done WHERE seconds > 0 AND bytes > 0`.execute(tx);
 
     // A host-redundant database runs a standby: a second server with its own volume.
@@ -52,8 +53,8 @@ export async function meterStorage(ex: Executor): Promise<void> {
       done AS (
         UPDATE databases d SET metered_at = t.now FROM due, t WHERE d.id = due.id
         RETURNING due.*, t.now AS at, extract(epoch FROM t.now - due.since)::numeric AS seconds)
-      INSERT INTO usage_events (org_id, kind, quantity, subject, at)
-      SELECT org_id, k.kind, k.quantity, id, at
+      INSERT INTO usage_events (org_id, kind, quantity, subject, since, at)
+      SELECT org_id, k.kind, k.quantity, id, since, at
       FROM done CROSS JOIN LATERAL (VALUES
         ('database_storage_gb_hours', round(size_gb * copies * seconds / 3600, 9), true),
         ('database_running_seconds', round(copies * seconds, 3), awake),

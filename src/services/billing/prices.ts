@@ -1,8 +1,9 @@
 /**
  * The operator's price list (CONTRACT 2 `PUT /admin/v1/prices`): integer micro-cents per
- * unit of each usage kind. Every list is kept: usage is priced with the list in force when
- * it was recorded (pricing.ts), so a new list applies from the moment it is decided, and
- * past usage is priced the same whenever it is asked.
+ * unit of each usage kind. Every list is kept: usage is priced with the lists in force
+ * while it was used (pricing.ts, pro rata over each event's interval), so a new list
+ * applies from the moment it is decided, and past usage is priced the same whenever it is
+ * asked.
  */
 import type { PriceList, PricesBody } from '../../contracts/billing.js';
 import { USAGE_KINDS, USAGE_KIND_NAMES } from '../../contracts/usage-kinds.js';

@@ -7,7 +7,8 @@
  * Usage is booked once per window (an hour by default), but recorded every metering
  * tick; so the block follows the projection, looked at right after each tick's
  * recording (jobs.ts), on every replica: an organization is blocked within one tick of
- * its projected balance reaching zero, not at the next window's booking.
+ * its projected balance reaching zero, not at the next window's booking. Auto-recharge
+ * looks at the same number at the same moment.
  */
 import { sql } from 'kysely';
 import { enqueue } from '../../jobs/queue.js';
@@ -17,6 +18,7 @@ import { priceLists } from './prices.js';
 import { priceUsage, windowMsOf } from './pricing.js';
 import { withUsageLock } from './record.js';
 import { STOP_BLOCKED_JOB } from './stop-blocked.js';
+import { triggerRecharges } from '../payments/recharge.js';
 
 /** Later than any usage: the projection runs to whatever was recorded last. */
 const END_OF_TIME = new Date('9999-01-01T00:00:00Z');
@@ -30,7 +32,7 @@ const END_OF_TIME = new Date('9999-01-01T00:00:00Z');
 export async function unbookedMicros(
   ex: Executor,
   windowMs: number,
-  only: { orgId?: string; openOnly?: boolean } = {},
+  only: { orgId?: string } = {},
 ): Promise<Map<string, bigint>> {
   const cursor = await ex.selectFrom('billing_cursor').select('booked_until').executeTakeFirst();
   const priced = await priceUsage(ex, {
@@ -48,23 +50,34 @@ export async function unbookedMicros(
   return owed;
 }
 
+export interface ProjectedActions {
+  /** The organizations this call blocked. */
+  blocked: string[];
+  /** The auto-recharge top-ups this call started. */
+  recharges: string[];
+}
+
 /**
- * Blocks every open organization whose projected balance is at or below zero, and
- * enqueues the stop of its machines and databases in the same transaction. Each replica
- * runs this after its metering tick; the block is a conditional update (`blocked_at IS
- * NULL`), so of replicas that see the same zero, one blocks and enqueues, the others
- * find it done. Answers the organizations this call blocked.
+ * Acts on every organization's projected balance, in one transaction: starts the
+ * auto-recharges whose threshold it is below (payments/recharge.ts), then blocks every
+ * open organization whose projected balance is at or below zero and enqueues the stop of
+ * its machines and databases. So a recharge starts on the number that blocks, at the
+ * same tick, and an organization whose threshold is above what it uses while the charge
+ * is made is topped up before it is blocked. Each replica runs this after its metering
+ * tick; both changes are conditional updates (`blocked_at IS NULL`, `NOT
+ * recharge_pending`), so of replicas that see the same number, one acts and the others
+ * find it done.
  */
-export async function blockAtProjectedZero(ctx: ServiceContext): Promise<string[]> {
+export async function actOnProjectedBalances(ctx: ServiceContext): Promise<ProjectedActions> {
   return withUsageLock(ctx.db, async (tx) => {
-    const owed = await unbookedMicros(tx, windowMsOf(ctx), { openOnly: true });
-    if (owed.size === 0) return [];
-    const blocked = await blockOwing(tx, owed);
+    const owed = await unbookedMicros(tx, windowMsOf(ctx));
+    const recharges = await triggerRecharges(tx, ctx.jobs, owed);
+    const blocked = owed.size === 0 ? [] : await blockOwing(tx, owed);
     for (const orgId of blocked) {
       await enqueue(tx, ctx.jobs, STOP_BLOCKED_JOB, { orgId }, { dedupeKey: orgId });
     }
     if (blocked.length > 0) ctx.log.info({ orgs: blocked }, 'credit blocked at projected zero');
-    return blocked;
+    return { blocked, recharges };
   });
 }
 

@@ -15,6 +15,7 @@ import type { ServiceContext } from '../context.js';
 import { nameAvailability } from '../names.js';
 import { assertOrgRoom, type OrgAddition } from '../org-limits.js';
 import { revealSecrets } from '../secrets.js';
+import { openReleaseSecrets, secretsNow } from '../deploys/release-secrets.js';
 import { attachVolume } from '../volumes/attachments.js';
 import { createVolume } from '../volumes/volumes.js';
 import type { Machine, MachineConfig, MachineConfigInput } from '../../contracts/machines.js';
@@ -39,9 +40,14 @@ export async function createMachine(
   appName: string,
   body: MachineConfigInput,
   wait: boolean,
-  /** A deploy-style replace of this machine of the app (see replace.ts). */
-  replace?: string,
+  opts: {
+    /** A deploy-style replace of this machine of the app (see replace.ts). */
+    replace?: string | undefined;
+    /** The release the machine belongs to: it runs with that release's secrets. */
+    releaseId?: string;
+  } = {},
 ): Promise<{ machine: Machine; waited: boolean }> {
+  const { replace } = opts;
   // A build of another organization (or none) is `build-not-found`; one without an image yet, `build-not-ready`.
   if (body.image.startsWith('build:')) await buildImageRef(ctx.db, orgId, body.image.slice(6));
   const config = withDefaults(body);
@@ -109,6 +115,7 @@ export async function createMachine(
         create_error_code: null,
         create_boot_log: null,
         create_warning: null,
+        release_id: opts.releaseId ?? null,
         created_at: ctx.clock(),
       })
       .execute();
@@ -208,10 +215,28 @@ export async function waitForState(
   }
 }
 
+/**
+ * The secrets a machine starts with: a machine of a release gets the values the release
+ * recorded (with today's managed ones); one made outside deploys, the app's values now.
+ */
+async function machineSecrets(ctx: ServiceContext, row: MachineRow) {
+  if (!row.release_id) return revealSecrets(ctx.db, ctx, row.app_id);
+  const release = await ctx.db
+    .selectFrom('releases')
+    .select(['id', 'secrets_nonce', 'secrets_sealed'])
+    .where('id', '=', row.release_id)
+    .executeTakeFirst();
+  if (!release) return revealSecrets(ctx.db, ctx, row.app_id);
+  return {
+    ...openReleaseSecrets(ctx, release),
+    ...(await secretsNow(ctx.db, ctx, row.app_id, 'managed')),
+  };
+}
+
 /** The runtime's view of a machine: its config resolved, with the app's secrets. */
 export async function specOf(ctx: ServiceContext, row: MachineRow): Promise<MachineSpec> {
   const config: MachineConfig = configOf(row);
-  const secrets = await revealSecrets(ctx.db, ctx, row.app_id);
+  const secrets = await machineSecrets(ctx, row);
   const volumes = row.volume_id
     ? await ctx.db
         .selectFrom('volumes')

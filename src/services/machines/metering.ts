@@ -5,6 +5,7 @@
  * Each machine carries `metered_at`, the moment up to which its time is recorded: a tick
  * records every running machine up to now, and every transition out of `running` records
  * the machine first, so no second is recorded twice or lost, whatever the tick's period.
+ * Each event carries the interval it measures (`since`, `at`), over which it is priced.
  * Events are written under the usage lock (services/billing/record.ts), so booking never
  * misses one. The metering tick is billing's (services/billing/jobs.ts).
  */
@@ -29,10 +30,10 @@ export async function meterRunning(ex: Executor, machineId?: string): Promise<nu
         FOR UPDATE SKIP LOCKED),
       booked AS (
         UPDATE machines m SET metered_at = t.now FROM due, t WHERE m.id = due.id
-        RETURNING due.id, due.org_id, due.vcpus, due.memory_mb,
+        RETURNING due.id, due.org_id, due.vcpus, due.memory_mb, due.since,
           round(extract(epoch FROM t.now - due.since)::numeric, 3) AS seconds, t.now AS at)
-      INSERT INTO usage_events (org_id, kind, quantity, subject, at)
-      SELECT org_id, k.kind, k.quantity, id, at
+      INSERT INTO usage_events (org_id, kind, quantity, subject, since, at)
+      SELECT org_id, k.kind, k.quantity, id, since, at
       FROM booked CROSS JOIN LATERAL (VALUES
         (${RUNNING_SECONDS}, seconds),
         ('machine_vcpu_seconds', seconds * vcpus),

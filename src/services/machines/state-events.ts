@@ -6,6 +6,13 @@
 import { EventEmitter } from 'node:events';
 import type { ServiceContext } from '../context.js';
 
+/**
+ * How long the proxy may answer from its list of an app's machines: the backstop for
+ * changes no word reaches a process about (another replica's). A deploy waits this long
+ * before it stops a machine it took out of the routes.
+ */
+export const ROUTES_TTL_MS = 1_000;
+
 /** The emitter of `ctx.memory.machineChanges`: one listener per waiting request, no cap. */
 export function newMachineChanges(): EventEmitter {
   return new EventEmitter().setMaxListeners(0);

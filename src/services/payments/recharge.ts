@@ -1,15 +1,17 @@
 /**
- * Auto-recharge (spec 2.9, 4.7): when a booking leaves the balance below the rule's
+ * Auto-recharge (spec 2.9, 4.7): when the projected balance (the booked balance minus the
+ * usage recorded and not booked yet: the number that blocks) is below the rule's
  * threshold, `amountCents` is charged off session on the card the first checkout saved.
  *
- * The trigger runs in the booking's transaction: it reserves the amount against the cap
+ * The trigger runs at each metering tick, in the transaction that blocks at the projected
+ * zero (billing/projected.ts), before the block: it reserves the amount against the cap
  * (`recharged_cents`, charged or in flight over the whole schedule, never above
  * `capCents`), marks the rule `pending`, records a pending top-up and enqueues the charge,
  * all or nothing. The charge is a durable job (it survives a restart): the provider call
  * is idempotent on the top-up id, so a retry after a crash never charges twice. Paid, the
  * top-up is credited through settle.ts like any other; refused, it is `failed`, the rule
  * shows `failedAt`, the reservation is given back, and nothing is tried again until the
- * rule is set anew (a declined card is not charged on every booking).
+ * rule is set anew (a declined card is not charged on every tick).
  */
 import { sql } from 'kysely';
 import { z } from 'zod';
@@ -60,26 +62,29 @@ export async function setAutoRecharge(
 }
 
 /**
- * In the booking's transaction, after a window's entries of `orgIds`: starts a recharge for
- * each whose rule asks for one and whose cap allows it, in one statement for all of them
- * (a window may debit thousands of organizations; few of them recharge). Returns the
+ * In the transaction that looks at the projected balances (billing/projected.ts, each
+ * metering tick), `owed` being each organization's usage recorded and not booked yet:
+ * starts a recharge for every organization whose rule asks for one, whose projected
+ * balance (booked minus owed, the number that blocks) is below the threshold and whose
+ * cap allows it, in one statement for all of them (few of them recharge). Returns the
  * top-up ids it started.
  */
 export async function triggerRecharges(
   tx: Tx,
   jobs: JobCatalogue,
-  orgIds: string[],
+  owed: Map<string, bigint>,
 ): Promise<string[]> {
-  if (orgIds.length === 0) return [];
   const { rows } = await sql<{ org_id: string; amount_cents: number }>`
     UPDATE payment_accounts p
        SET recharge_pending = true, recharged_cents = p.recharged_cents + p.amount_cents
       FROM credit_accounts a
-     WHERE p.org_id = ANY(${orgIds}::text[]) AND a.org_id = p.org_id
+      LEFT JOIN unnest(${[...owed.keys()]}::text[], ${[...owed.values()].map(String)}::numeric[])
+           AS o(org_id, micros) ON o.org_id = a.org_id
+     WHERE a.org_id = p.org_id
        AND p.recharge_enabled AND NOT p.recharge_pending AND p.recharge_failed_at IS NULL
        AND p.customer_id IS NOT NULL AND p.payment_method_id IS NOT NULL
        AND p.amount_cents > 0
-       AND a.balance_micros < p.threshold_cents::numeric * 1000000
+       AND a.balance_micros - coalesce(o.micros, 0) < p.threshold_cents::numeric * 1000000
        AND p.recharged_cents + p.amount_cents <= p.cap_cents
     RETURNING p.org_id, p.amount_cents`.execute(tx);
   const started: string[] = [];

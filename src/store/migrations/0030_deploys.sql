@@ -37,6 +37,11 @@ CREATE TABLE deploys (
   strategy     text NOT NULL CHECK (strategy IN ('rolling', 'immediate')),
   release_id   text REFERENCES releases(id) ON DELETE SET NULL,
   rollback_of  integer,
+  -- A rollback's target: its image, config and secrets are what the deploy runs.
+  rollback_release_id text REFERENCES releases(id) ON DELETE SET NULL,
+  -- How many machines the new release runs: fixed when the deploy starts, so a resumed
+  -- deploy does not count the machines it already retired.
+  machine_count integer,
   step         text,
   error        text,
   created_at   timestamptz NOT NULL DEFAULT now(),

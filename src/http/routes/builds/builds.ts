@@ -3,7 +3,7 @@
  * kept as the raw stream whatever its content type (streamed to disk by the service).
  * docs/api.md ("Builds") documents the answers.
  */
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { appParams } from '../../../contracts/apps.js';
 import {
@@ -19,31 +19,15 @@ import {
 import { buildLogs, createBuild, getBuild, listBuilds } from '../../../services/builds/builds.js';
 import { detect } from '../../../services/builds/detect.js';
 import { uploadSource } from '../../../services/builds/sources.js';
-import type { ServiceContext } from '../../../services/context.js';
+import { appOfRecord } from '../../app-of-record.js';
 import type { AppDeps } from '../../deps.js';
 import { principalOf } from '../../plugins/auth.js';
 import { appFromParams, auth } from '../../route-auth.js';
 
 const tags = ['builds'];
 
-/** The app of the build named by `:id`, for agent tokens limited to some apps. */
-const appOfBuild =
-  (ctx: ServiceContext) =>
-  async (req: FastifyRequest, orgId: string): Promise<string | undefined> => {
-    const id = (req.params as Record<string, string | undefined>)?.id;
-    if (!id) return undefined;
-    const row = await ctx.db
-      .selectFrom('builds')
-      .innerJoin('apps', 'apps.id', 'builds.app_id')
-      .select('apps.name')
-      .where('builds.id', '=', id)
-      .where('builds.org_id', '=', orgId)
-      .executeTakeFirst();
-    return row?.name;
-  };
-
 export function buildRoutes(root: FastifyInstance, { ctx }: AppDeps): void {
-  const appOf = appOfBuild(ctx);
+  const appOf = appOfRecord(ctx, 'builds');
   void root.register(async (scope) => {
     // The upload's body is the archive: never parsed, streamed to disk by the service.
     scope.removeAllContentTypeParsers();

@@ -56,7 +56,7 @@ export function machineRoutes(root: FastifyInstance, { ctx }: AppDeps): void {
         req.params.name,
         req.body,
         req.query.wait !== 'false',
-        req.query.replace,
+        { replace: req.query.replace },
       );
       return reply.code(waited ? 201 : 202).send(machine);
     },

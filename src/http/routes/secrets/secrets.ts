@@ -8,6 +8,7 @@ import {
   secretKeyParams,
   secretListSchema,
 } from '../../../contracts/secrets.js';
+import { rollForSecrets } from '../../../services/deploys/secret-roll.js';
 import { deleteSecret, listSecrets, putSecrets } from '../../../services/secrets.js';
 import type { AppDeps } from '../../deps.js';
 import { principalOf } from '../../plugins/auth.js';
@@ -36,7 +37,10 @@ export function secretRoutes(root: FastifyInstance, { ctx }: AppDeps): void {
       body: putSecretsBody,
       response: { 200: putSecretsAnswerSchema },
     },
-    handler: async (req) => putSecrets(ctx, principalOf(req).orgId, req.params.name, req.body),
+    handler: async (req) => {
+      const orgId = principalOf(req).orgId;
+      return putSecrets(ctx, orgId, req.params.name, req.body, rollForSecrets(ctx, orgId));
+    },
   });
 
   app.delete('/v1/apps/:name/secrets/:key', {
