@@ -48,22 +48,30 @@ async function agent(spec: Record<string, unknown>): Promise<{ id: string; token
   return res.body;
 }
 
-/** Polls `tool` (build_get, deploy_get) until `done(answer)`, within the deadline. */
+/**
+ * Waits for a build or deploy to end, then reads it with `tool` (build_get, deploy_get).
+ * The waiting polls the route directly: the organization's MCP calls are limited to 120 a
+ * minute, and the file's calls stay well under that.
+ */
 async function until(
   token: string,
-  tool: string,
+  tool: 'build_get' | 'deploy_get',
   id: string,
   done: (a: any) => boolean,
   deadlineMs = 90_000,
 ): Promise<any> {
+  const path = tool === 'build_get' ? `/v1/builds/${id}` : `/v1/deploys/${id}`;
   const end = Date.now() + deadlineMs;
   for (;;) {
-    const got = await call(token, tool, { id });
-    expect(got.isError, got.text).toBe(false);
-    if (done(got.answer)) return got.answer;
-    if (Date.now() > end) throw new Error(`${tool} ${id} never finished: ${got.text}`);
+    const now = await bed.req('GET', path);
+    if (done(now.body)) break;
+    if (Date.now() > end) throw new Error(`${path} never finished: ${JSON.stringify(now.body)}`);
     await new Promise((r) => setTimeout(r, 250));
   }
+  const got = await call(token, tool, { id });
+  expect(got.isError, got.text).toBe(false);
+  expect(done(got.answer)).toBe(true);
+  return got.answer;
 }
 
 /** Uploads SITE (with `extra`) to `app` and builds it through MCP; the finished build. */
@@ -302,5 +310,21 @@ describe.skipIf(!canRunMachines)('deploys through MCP', () => {
     // A rollback to the release that is live now is the route's 7.4 code.
     const same = await call(token, 'app_rollback', { app: 'agent-site', version: 3 });
     expect(same).toMatchObject({ isError: true, answer: { code: 'rollback-target-current' } });
+
+    // An agent's deploy tools leave their audit rows too, allowed or refused.
+    const a = await agent({ class: 'twin', apps: ['agent-site'] });
+    await call(a.token, 'deploy_get', { id: back.answer.id });
+    await call(a.token, 'app_rollback', { app: 'agent-site', version: 3 });
+    await call(a.token, 'app_deploy', { app: 'agent-other', image: `build:${first.id}` });
+    const audit = await bed.req('GET', `/v1/agent-actions?token=${a.id}`);
+    expect(
+      (audit.body as { method: string; route: string; verdict: string }[])
+        .map((r) => `${r.method} ${r.route} ${r.verdict}`)
+        .reverse(),
+    ).toEqual([
+      'GET /v1/deploys/:id allowed',
+      'POST /v1/apps/:name/rollback allowed',
+      'POST /v1/apps/:name/deploys refused',
+    ]);
   }, 300_000);
 });
