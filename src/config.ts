@@ -78,6 +78,8 @@ export const configSchema = z.object({
   buildCpus: z.number().positive().max(1024).default(1),
   /** Processes one build's RUN steps may hold at once (a fork bomb stops there). */
   buildPids: z.number().int().positive().default(1024),
+  /** The newest releases of an app whose builds (and images) are kept for rollbacks. */
+  releasesKept: z.number().int().min(1).max(1000).default(10),
   /** Disk of one app's builds (its layer cache and work), in GiB: a quota'd pool volume. */
   buildDiskGb: z.number().positive().max(1_000_000).default(10),
   /** Base images of the Dockerfiles detect generates, per builder (OCI references). */
@@ -328,6 +330,7 @@ export function configFromEnv(env: NodeJS.ProcessEnv): ConfigInput {
     buildMemoryMb: num('PIER_BUILD_MEMORY_MB'),
     buildCpus: num('PIER_BUILD_CPUS'),
     buildPids: num('PIER_BUILD_PIDS'),
+    releasesKept: num('PIER_RELEASES_KEPT'),
     buildDiskGb: num('PIER_BUILD_DISK_GB'),
     detectImages: {
       static: pick('PIER_DETECT_IMAGE_STATIC'),

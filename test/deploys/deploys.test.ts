@@ -92,7 +92,8 @@ function hammer(app: string, clients: number) {
   };
 }
 
-const cfg = { internalPort: 8080, memoryMb: 128 };
+// httpd as PID 1 ignores SIGTERM: a short kill timeout keeps retiring machines quick.
+const cfg = { internalPort: 8080, memoryMb: 128, killTimeoutS: 1 };
 
 beforeAll(async () => {
   if (!canRunMachines) return;

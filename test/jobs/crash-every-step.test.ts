@@ -52,6 +52,8 @@ beforeAll(async () => {
       'edge_domains',
       'webhooks',
       'machines',
+      'deploys',
+      'releases',
       'apps',
       'names',
     ],
@@ -361,11 +363,56 @@ const machineCreateOperation: CrashOperation<{ app: string }> = {
   },
 };
 
+/**
+ * A rolling deploy of an app whose one machine was made by hand (so no deploy passes the
+ * armed points before the round's own). It must go live with one machine of the new
+ * release, or end `error` with the old machine still there.
+ */
+const deployOperation: CrashOperation<{ app: string; deploy: string; old: string }> = {
+  name: 'deploy',
+  kinds: ['deploys.run'],
+  async start() {
+    const app = `crash-dp-${++rounds}`;
+    expect((await bed.api('POST', '/v1/apps', { name: app })).status).toBe(201);
+    const m = await bed.api('POST', `/v1/apps/${app}/machines`, { image: web, killTimeoutS: 1 });
+    expect(m.status, JSON.stringify(m.body)).toBe(201);
+    const d = await bed.api('POST', `/v1/apps/${app}/deploys`, { image: web });
+    expect(d.status, JSON.stringify(d.body)).toBe(202);
+    return { app, deploy: d.body.id as string, old: m.body.id as string };
+  },
+  async settle(_bed, { app, deploy, old }) {
+    const d = await waitUntil(
+      async () => {
+        const r = (await bed.api('GET', `/v1/deploys/${deploy}`)).body;
+        return ['done', 'error'].includes(r.status) ? r : undefined;
+      },
+      `deploy ${deploy} to end`,
+      120_000,
+    );
+    const machines = (await bed.api('GET', `/v1/apps/${app}/machines`)).body;
+    if (d.status === 'error') {
+      expect(d.error, 'a failed deploy').toBeTruthy();
+      expect(machines.map((m: { id: string }) => m.id)).toEqual([old]);
+    } else {
+      expect(machines).toHaveLength(1);
+      expect(machines[0].id).not.toBe(old);
+      const [release] = (await bed.api('GET', `/v1/apps/${app}/releases`)).body;
+      expect(release).toMatchObject({ version: 1, status: 'live', deploy });
+    }
+  },
+  async remove(_bed, { app }) {
+    for (const m of (await bed.api('GET', `/v1/apps/${app}/machines`)).body) {
+      expect((await bed.api('POST', `/v1/machines/${m.id}/destroy`)).status).toBeLessThan(300);
+    }
+    expect((await bed.api('DELETE', `/v1/apps/${app}`)).status).toBe(204);
+  },
+};
+
 describe('kill -9 at every step', () => {
   it.skipIf(!canRunMachines)(
-    'machines: a create runs or fails with its cause, leaving nothing',
+    'machines: a create and a deploy run or fail with their cause, leaving nothing',
     async () => {
-      reports.push(...(await crashAtEveryPoint(bed, [machineCreateOperation])));
+      reports.push(...(await crashAtEveryPoint(bed, [machineCreateOperation, deployOperation])));
     },
     600_000,
   );
