@@ -55,12 +55,12 @@ function buildsTable(c: PageContext, app: string, builds: Build[], shown?: strin
       <thead>
         <tr>
           <th>Build</th>
+          <th></th>
           <th>State</th>
           <th>Builder</th>
           <th>Created</th>
           <th>Finished</th>
           <th>Image or error</th>
-          <th></th>
         </tr>
       </thead>
       <tbody>
@@ -68,13 +68,6 @@ function buildsTable(c: PageContext, app: string, builds: Build[], shown?: strin
           (b) =>
             html`<tr data-build="${b.id}" class="${b.id === shown ? 'current' : ''}">
               <td><a href="${deploysPath(app)}?build=${enc(b.id)}#build-log">${b.id}</a></td>
-              <td class="state state-${b.state}">${b.state}</td>
-              <td>${b.builder ?? '—'}</td>
-              <td>${when(b.createdAt)}</td>
-              <td>${when(b.finishedAt)}</td>
-              <td>
-                ${b.error ? html`<span class="state-failed">${b.error}</span>` : shortDigest(b.imageDigest)}
-              </td>
               <td>
                 ${
                   b.state === 'done'
@@ -85,6 +78,13 @@ function buildsTable(c: PageContext, app: string, builds: Build[], shown?: strin
                       </form>`
                     : ''
                 }
+              </td>
+              <td class="state state-${b.state}">${b.state}</td>
+              <td>${b.builder ?? '—'}</td>
+              <td>${when(b.createdAt)}</td>
+              <td>${when(b.finishedAt)}</td>
+              <td>
+                ${b.error ? html`<span class="state-failed">${b.error}</span>` : shortDigest(b.imageDigest)}
               </td>
             </tr>`,
         )}
@@ -186,11 +186,11 @@ function releasesTable(c: PageContext, app: string, releases: Release[]): Html {
         <tr>
           <th>Version</th>
           <th>Status</th>
+          <th></th>
           <th>Image</th>
           <th>Build</th>
           <th>Live since</th>
           <th>Created</th>
-          <th></th>
         </tr>
       </thead>
       <tbody>
@@ -199,18 +199,6 @@ function releasesTable(c: PageContext, app: string, releases: Release[]): Html {
             html`<tr data-version="${String(r.version)}">
               <td>v${r.version}</td>
               <td class="state state-${r.status}">${r.status}</td>
-              <td><code>${r.image}</code><br />${shortDigest(r.imageDigest)}</td>
-              <td>
-                ${
-                  r.build
-                    ? html`<a href="${deploysPath(app)}?build=${enc(r.build)}#build-log"
-                        >${r.build}</a
-                      >`
-                    : '—'
-                }
-              </td>
-              <td>${when(r.liveAt)}</td>
-              <td>${when(r.createdAt)}</td>
               <td>
                 ${
                   r === target
@@ -226,6 +214,18 @@ function releasesTable(c: PageContext, app: string, releases: Release[]): Html {
                     : ''
                 }
               </td>
+              <td><code>${r.image}</code><br />${shortDigest(r.imageDigest)}</td>
+              <td>
+                ${
+                  r.build
+                    ? html`<a href="${deploysPath(app)}?build=${enc(r.build)}#build-log"
+                        >${r.build}</a
+                      >`
+                    : '—'
+                }
+              </td>
+              <td>${when(r.liveAt)}</td>
+              <td>${when(r.createdAt)}</td>
             </tr>`,
         )}
       </tbody>
