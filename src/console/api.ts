@@ -10,6 +10,7 @@
  * URL also travels in INNER_URL_HEADER, and the app routes by it (http/plugins/inner-calls.ts).
  */
 import type { FastifyInstance } from 'fastify';
+import type { Readable } from 'node:stream';
 
 /** The URL of an in-process call as written, before inject's URL parser resolves it. */
 export const INNER_URL_HEADER = 'x-pier-inner-url';
@@ -43,11 +44,33 @@ export class ConsoleApi {
 
   /** Calls a route; answers its JSON body, or throws its refusal as a `Refusal`. */
   async call<T = unknown>(method: string, url: string, opts: CallOptions = {}): Promise<T> {
+    const res = await this.inject(method, url, opts, false);
+    const body: unknown = res.body ? safeJson(res.body) : undefined;
+    if (res.statusCode >= 400) throw refusalOf(res.statusCode, body, res.headers);
+    return body as T;
+  }
+
+  /**
+   * Calls a route whose answer is a stream (a build's log followed): answers the body as
+   * it comes, or throws the refusal. Destroying the stream lets go of the route's answer.
+   */
+  async stream(url: string, opts: CallOptions = {}): Promise<Readable> {
+    const res = await this.inject('GET', url, opts, true);
+    if (res.statusCode >= 400) {
+      const chunks: Buffer[] = [];
+      for await (const chunk of res.stream()) chunks.push(chunk as Buffer);
+      const text = Buffer.concat(chunks).toString('utf8');
+      throw refusalOf(res.statusCode, text ? safeJson(text) : undefined, res.headers);
+    }
+    return res.stream();
+  }
+
+  private inject(method: string, url: string, opts: CallOptions, payloadAsStream: boolean) {
     const query = new URLSearchParams(
       Object.entries(opts.query ?? {}).filter((e): e is [string, string] => e[1] !== undefined),
     ).toString();
     const full = query ? `${url}${url.includes('?') ? '&' : '?'}${query}` : url;
-    const res = await this.app.inject({
+    return this.app.inject({
       method: method as 'GET',
       url: full,
       remoteAddress: this.remoteAddress,
@@ -57,19 +80,19 @@ export class ConsoleApi {
         ...(opts.body !== undefined ? { 'content-type': 'application/json' } : {}),
       },
       ...(opts.body !== undefined ? { payload: JSON.stringify(opts.body) } : {}),
+      payloadAsStream,
     });
-    const body: unknown = res.body ? safeJson(res.body) : undefined;
-    if (res.statusCode >= 400) {
-      const e = (body ?? {}) as { error?: unknown; code?: unknown };
-      throw new Refusal(
-        res.statusCode,
-        typeof e.code === 'string' ? e.code : 'internal',
-        typeof e.error === 'string' ? e.error : `The route answered ${res.statusCode}.`,
-        res.headers['retry-after'] as string | undefined,
-      );
-    }
-    return body as T;
   }
+}
+
+function refusalOf(status: number, body: unknown, headers: Record<string, unknown>): Refusal {
+  const e = (body ?? {}) as { error?: unknown; code?: unknown };
+  return new Refusal(
+    status,
+    typeof e.code === 'string' ? e.code : 'internal',
+    typeof e.error === 'string' ? e.error : `The route answered ${status}.`,
+    headers['retry-after'] as string | undefined,
+  );
 }
 
 function safeJson(text: string): unknown {

@@ -6,6 +6,7 @@
  * into a trip to the sign-in page).
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { Readable } from 'node:stream';
 import type { MeAnswer } from '../contracts/console.js';
 import { ApiError } from '../errors/api-error.js';
 import { ConsoleApi, Refusal } from './api.js';
@@ -40,8 +41,15 @@ export interface View {
   status?: number;
 }
 
-/** What a handler answers: a page, a piece of one (htmx), or a redirect (after a POST). */
-export type Outcome = View | { fragment: Html; status?: number } | { redirect: string };
+/**
+ * What a handler answers: a page, a piece of one (htmx), a redirect (after a POST), or a
+ * text that comes as it is made (a build's log followed).
+ */
+export type Outcome =
+  | View
+  | { fragment: Html; status?: number }
+  | { redirect: string }
+  | { stream: Readable; type: string };
 
 export const redirect = (to: string): Outcome => ({ redirect: to });
 export const fragment = (body: Html, status?: number): Outcome => ({ fragment: body, status });
@@ -186,6 +194,11 @@ export class ConsoleRouter {
       // htmx follows a plain redirect with its own request; tell it to load the page.
       if (htmx) return reply.header('hx-redirect', outcome.redirect).code(204).send();
       return reply.redirect(outcome.redirect, 303);
+    }
+    if ('stream' in outcome) {
+      // A reader who leaves lets go of the route's answer too.
+      reply.raw.once('close', () => outcome.stream.destroy());
+      return reply.type(outcome.type).send(outcome.stream);
     }
     reply.type('text/html; charset=utf-8');
     if ('fragment' in outcome) return reply.code(outcome.status ?? 200).send(outcome.fragment.text);

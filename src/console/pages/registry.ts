@@ -9,6 +9,7 @@ import { billingFamily } from './billing.js';
 import { bucketsFamily } from './buckets.js';
 import { consentFamily } from './consent.js';
 import { databasesFamily } from './databases.js';
+import { deploysFamily } from './deploys.js';
 import { deviceFamily } from './device.js';
 import { domainsFamily } from './domains.js';
 import type { PageFamily } from './family.js';
@@ -21,6 +22,7 @@ import { webhooksFamily } from './webhooks.js';
 
 export const PAGE_FAMILIES: PageFamily[] = [
   appsFamily,
+  deploysFamily,
   appEdgeFamily,
   domainsFamily,
   zonesFamily,

@@ -112,7 +112,7 @@ export function innerRequest(
   method: string,
   url: string,
   headers: Record<string, string>,
-  payload?: string,
+  payload?: string | Buffer,
 ): Promise<InnerAnswer> {
   const body = payload === undefined ? undefined : Buffer.from(payload);
   // The host inject gave these requests: no app's name, so the app proxy passes them on.

@@ -7,7 +7,7 @@
  */
 import type { FastifyInstance } from 'fastify';
 import type { CallToolResult } from '@modelcontextprotocol/server';
-import type { ToolRoute } from './tools.js';
+import type { RawBody, ToolRoute } from './tools.js';
 import { mcpCallMark } from '../plugins/inner-calls.js';
 import { innerRequest } from './inner-request.js';
 
@@ -22,6 +22,8 @@ export interface RouteRequest {
   method: string;
   url: string;
   body?: unknown;
+  /** A body of raw bytes instead of JSON (a source upload: source-upload.ts). */
+  raw?: RawBody;
 }
 
 /** Fills the tool's route from its input: path parameters, query string, body. */
@@ -45,7 +47,9 @@ export function routeRequest(tool: ToolRoute, input: Record<string, unknown>): R
     body = Object.fromEntries(Object.entries(input).filter(([k]) => !used.has(k)));
   }
   const qs = query.toString();
-  return { method, url: qs ? `${path}?${qs}` : path, body };
+  const url = qs ? `${path}?${qs}` : path;
+  if (tool.rawBody) return { method, url, raw: tool.rawBody(input) };
+  return { method, url, body };
 }
 
 export async function callRoute(
@@ -60,8 +64,11 @@ export async function callRoute(
     ...mcpCallMark(),
   };
   if (caller.orgHeader) headers['x-platform-org'] = caller.orgHeader;
-  let payload: string | undefined;
-  if (req.body !== undefined) {
+  let payload: string | Buffer | undefined;
+  if (req.raw) {
+    headers['content-type'] = req.raw.contentType;
+    payload = req.raw.bytes;
+  } else if (req.body !== undefined) {
     headers['content-type'] = 'application/json';
     payload = JSON.stringify(req.body);
   }

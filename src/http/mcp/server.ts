@@ -26,7 +26,7 @@ import { EXEC_ROUTE, TOOLS } from './tools.js';
 export const MCP_SERVER_INFO = { name: 'pier', version: '1' };
 
 const INSTRUCTIONS =
-  'Operate a pier organization: apps, machines, databases, volumes, buckets, secrets, billing and the agent audit. Every tool is one /v1 route of the control API (named in its description) and answers what that route answers.';
+  'Operate a pier organization: apps, machines, builds and deploys (upload code, build, deploy, roll back), databases, volumes, buckets, secrets, billing and the agent audit. Every tool is one /v1 route of the control API (named in its description) and answers what that route answers.';
 
 /** Idle servers kept per era; more are built when more exchanges run at once. */
 const POOL_MAX = 64;

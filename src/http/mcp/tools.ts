@@ -6,8 +6,15 @@
  * and its `bad-request` with `issues` reaches the agent as the tool's error.
  */
 import { z } from 'zod';
+import { SOURCE_UPLOAD_TOOL } from './source-upload.js';
 
 export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
+
+/** A route body that is not JSON (a source upload's archive: source-upload.ts). */
+export interface RawBody {
+  contentType: string;
+  bytes: Buffer;
+}
 
 export interface ToolRoute {
   name: string;
@@ -21,6 +28,8 @@ export interface ToolRoute {
   query?: string[];
   /** The one input field whose value is the whole body; otherwise the remaining fields are. */
   bodyField?: string;
+  /** The body as raw bytes made from the input, for a route whose body is not JSON. */
+  rawBody?: (input: Record<string, unknown>) => RawBody;
 }
 
 /** The shell-session route `machine_exec` runs as (a WebSocket: mcp/exec-call.ts). */
@@ -32,6 +41,8 @@ const machineId = z.string().min(1).max(64).describe('The machine’s id.');
 const volumeId = z.string().min(1).max(64).describe('The volume’s id.');
 const bucket = name('The bucket’s name.');
 const database = name('The database’s name.');
+const buildId = z.string().min(1).max(64).describe('The build’s id.');
+const sourceId = z.string().min(1).max(64).describe('A source’s id (from app_source_upload).');
 const timestamp = z.string().describe('An ISO 8601 timestamp.');
 const copyLifetime = {
   expiresAt: timestamp.optional().describe('When the copy is removed (not with ttlSeconds).'),
@@ -312,6 +323,100 @@ export const TOOLS: ToolRoute[] = [
       op: z.enum(['get', 'put']).optional(),
       expiresInS: z.number().int().min(1).max(604800).optional(),
       contentType: z.string().optional().describe('put only; part of the signature.'),
+    }),
+  },
+  // Builds, deploys and releases (CONTRACT 7): upload, detect, build, deploy, roll back.
+  SOURCE_UPLOAD_TOOL,
+  {
+    name: 'app_detect',
+    description:
+      'What kind of app a source is (dockerfile, static, node, python, go), its start command and port, and the Dockerfile pier would build it with.',
+    route: 'POST /v1/apps/:name/detect',
+    params: { name: 'app' },
+    input: z.object({ app, source: sourceId }),
+  },
+  {
+    name: 'app_build',
+    description:
+      'Build an image from a source (its Dockerfile, else what app_detect finds); answers the build at once (state queued), to follow with build_get and build_logs.',
+    route: 'POST /v1/apps/:name/builds',
+    params: { name: 'app' },
+    input: z.object({
+      app,
+      source: sourceId,
+      dockerfile: z
+        .string()
+        .optional()
+        .describe('Path of the Dockerfile inside the source (default Dockerfile).'),
+    }),
+  },
+  {
+    name: 'builds_list',
+    description: 'List an app’s builds, newest first.',
+    route: 'GET /v1/apps/:name/builds',
+    params: { name: 'app' },
+    input: z.object({ app }),
+  },
+  {
+    name: 'build_get',
+    description:
+      'Read one build: state queued, building, done (with imageDigest) or failed (with error).',
+    route: 'GET /v1/builds/:id',
+    input: z.object({ id: buildId }),
+  },
+  {
+    name: 'build_logs',
+    description: 'The builder’s output so far, as text (call again while the build runs).',
+    route: 'GET /v1/builds/:id/logs',
+    input: z.object({ id: buildId }),
+  },
+  {
+    name: 'app_deploy',
+    description:
+      'Deploy an app to an image (an OCI reference, or build:<id>) and optionally a new machine config (without image; omitted: the live release’s); rolling (default) or immediate. Answers the deploy at once (status pending), to follow with deploy_get.',
+    route: 'POST /v1/apps/:name/deploys',
+    params: { name: 'app' },
+    input: z.object({
+      app,
+      image: z.string().min(1).max(512).describe('An OCI reference, or build:<id>.'),
+      config: z
+        .record(z.string(), z.unknown())
+        .optional()
+        .describe('The machine config (spec 2.12) without image.'),
+      strategy: z.enum(['rolling', 'immediate']).optional(),
+    }),
+  },
+  {
+    name: 'deploys_list',
+    description: 'List an app’s deploys, newest first.',
+    route: 'GET /v1/apps/:name/deploys',
+    params: { name: 'app' },
+    input: z.object({ app }),
+  },
+  {
+    name: 'deploy_get',
+    description:
+      'Read one deploy: status pending, running, done or error, its step, and the release it made.',
+    route: 'GET /v1/deploys/:id',
+    input: z.object({ id: z.string().min(1).max(64).describe('The deploy’s id.') }),
+  },
+  {
+    name: 'releases_list',
+    description:
+      'List an app’s releases, newest first: version, image and digest, build, status (live, superseded, failed), when it went live.',
+    route: 'GET /v1/apps/:name/releases',
+    params: { name: 'app' },
+    input: z.object({ app }),
+  },
+  {
+    name: 'app_rollback',
+    description:
+      'Deploy a recorded release again exactly (image digest, config, secrets); without version, the release live before the current one. Answers the deploy.',
+    route: 'POST /v1/apps/:name/rollback',
+    params: { name: 'app' },
+    input: z.object({
+      app,
+      version: z.number().int().min(1).optional().describe('The release’s version.'),
     }),
   },
   // Secrets.
