@@ -111,6 +111,14 @@ export function rmiArgs(storage: BuildahStorage, tag: string): string[] {
   return [...storageArgs(storage), 'rmi', tag];
 }
 
+/**
+ * `buildah rm --all`: the working containers left in the app's storage by a build that
+ * died with `pier serve` (a finished or failed `bud` removes its own).
+ */
+export function rmAllArgs(storage: BuildahStorage): string[] {
+  return [...storageArgs(storage), 'rm', '--all'];
+}
+
 /** Where and how long one buildah command runs. */
 export interface BuildahRun {
   /** Its output is appended here. */

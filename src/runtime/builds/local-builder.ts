@@ -23,12 +23,14 @@ import { seccompProfile } from '../sandbox/seccomp.js';
 import {
   budArgs,
   pushArgs,
+  rmAllArgs,
   rmiArgs,
   runBuildah,
   type BuildahStorage,
   type BuildLimits,
 } from './buildah.js';
 import { DockerfileError, rewriteBases } from './dockerfile-bases.js';
+import { killProcessesNaming } from './leftovers.js';
 import { unpackSource } from './source-archive.js';
 
 export type { BuildLimits } from './buildah.js';
@@ -48,6 +50,11 @@ export interface BuildSpec {
   /** Where the builder's output is appended. */
   logFile: string;
   signal?: AbortSignal;
+  /**
+   * Awaited once buildah runs (the RUN steps under way): the job's crash point of the
+   * kill -9 harness (src/jobs/crash-points.ts), where `pier serve` dies mid-build.
+   */
+  building?: () => Promise<void>;
 }
 
 /** Why a build failed, in words for its owner. */
@@ -90,13 +97,64 @@ export function cacheVolume(cache: string): string {
 /** What the builds service needs of a builder. */
 export interface SourceBuilder {
   build(spec: BuildSpec): Promise<{ digest: string }>;
+  /** Removes a built image from the image store (the caller checked nothing runs it). */
+  removeImage(digest: string): Promise<void>;
+  /** Removes an app's layer cache (its volume), once the app is gone. */
+  removeCache(cache: string): Promise<void>;
 }
 
 export class LocalBuilder implements SourceBuilder {
+  /** The build running (or last run) per cache: builds of one app run one at a time. */
+  private readonly tails = new Map<string, Promise<unknown>>();
+  /** Aborted when the cache's app is deleted: its builds stop. */
+  private readonly stops = new Map<string, AbortController>();
+
   constructor(private readonly opts: LocalBuilderOptions) {}
 
-  /** Builds `spec`; resolves with the image's manifest digest in the store. */
-  async build(spec: BuildSpec): Promise<{ digest: string }> {
+  /**
+   * Builds `spec`; resolves with the image's manifest digest in the store. Builds of one
+   * app wait for each other: they share its layer storage, and each starts by clearing
+   * what a build killed with `pier serve` left in it (leftovers.ts).
+   */
+  build(spec: BuildSpec): Promise<{ digest: string }> {
+    const before = this.tails.get(spec.cache) ?? Promise.resolve();
+    let stop = this.stops.get(spec.cache);
+    if (!stop) this.stops.set(spec.cache, (stop = new AbortController()));
+    const signal = spec.signal ? AbortSignal.any([spec.signal, stop.signal]) : stop.signal;
+    const mine = before
+      .catch(() => undefined)
+      .then(() => {
+        signal.throwIfAborted();
+        return this.buildNow({ ...spec, signal });
+      });
+    const tail = mine.catch(() => undefined);
+    this.tails.set(spec.cache, tail);
+    void tail.then(() => {
+      if (this.tails.get(spec.cache) !== tail) return;
+      this.tails.delete(spec.cache);
+      this.stops.delete(spec.cache);
+    });
+    return mine;
+  }
+
+  async removeImage(digest: string): Promise<void> {
+    await this.opts.images.remove(digest);
+  }
+
+  async removeCache(cache: string): Promise<void> {
+    // The app's builds stop (each removes its own work), then its storage goes.
+    this.stops.get(cache)?.abort(new BuildFailure('The app was deleted.'));
+    await this.tails.get(cache);
+    const { pool } = await this.opts.pool.get();
+    const name = cacheVolume(cache);
+    const volume = await pool.info(name);
+    if (!volume) return;
+    // A build killed with pier may still run on it.
+    await killProcessesNaming([path.join(volume.path, 'storage')]);
+    await pool.destroy(name);
+  }
+
+  private async buildNow(spec: BuildSpec): Promise<{ digest: string }> {
     const { pool } = await this.opts.pool.get();
     const name = cacheVolume(spec.cache);
     const volume =
@@ -107,12 +165,20 @@ export class LocalBuilder implements SourceBuilder {
       runroot: path.join(volume.path, 'run'),
     };
     const work = path.join(volume.path, 'work', spec.id);
-    await rm(work, { recursive: true, force: true });
-    const context = path.join(work, 'context');
-    await mkdir(context, { recursive: true, mode: 0o700 });
     const cgroups = await this.opts.cgroups();
     if (!cgroups) throw new BuildFailure('This host has no cgroups to hold a build in.');
     const group = `build-${spec.id.toLowerCase().replace(/[^a-z0-9-]/g, '')}`;
+    const bases = path.join(BASES_DIR, spec.id.toLowerCase());
+    const scratch = path.join(BUNDLES_DIR, `pier-${spec.id.toLowerCase()}`);
+    const runcRoot = path.join(RUNC_STATE_DIR, spec.id.toLowerCase());
+    // What an earlier try killed with `pier serve` left: buildah, its RUN container, the
+    // runc state, bundles and working containers (leftovers.ts).
+    await killProcessesNaming([storage.root, runcRoot]);
+    await killCgroup(cgroups, group);
+    for (const dir of [work, bases, scratch, runcRoot])
+      await rm(dir, { recursive: true, force: true });
+    const context = path.join(work, 'context');
+    await mkdir(context, { recursive: true, mode: 0o700 });
     const { limits } = this.opts;
     // Only the limits this host enforces (a v1 host may lack one controller or another).
     const wanted = { memoryBytes: limits.memoryMb * MIB, cpuQuota: limits.cpus, pids: limits.pids };
@@ -122,14 +188,12 @@ export class LocalBuilder implements SourceBuilder {
     );
     const killGroup = () => void killCgroup(cgroups, group);
     const log = createWriteStream(spec.logFile, { flags: 'a', mode: 0o600 });
-    const bases = path.join(BASES_DIR, spec.id.toLowerCase());
-    const scratch = path.join(BUNDLES_DIR, `pier-${spec.id.toLowerCase()}`);
-    const runcRoot = path.join(RUNC_STATE_DIR, spec.id.toLowerCase());
     const deadline = Date.now() + this.opts.limits.timeoutS * 1000;
     try {
       // Passable (not readable) by the remapped root of the RUN containers.
-      await rm(scratch, { recursive: true, force: true });
       await mkdir(scratch, { mode: 0o711 });
+      const leftover = { log, deadline, scratch };
+      await runBuildah(rmAllArgs(storage), leftover).catch(() => undefined);
       await unpackSource(spec.source, context);
       const original = await this.dockerfileText(spec, context);
       const { text } = await rewriteBases(original, (ref) =>
@@ -141,7 +205,7 @@ export class LocalBuilder implements SourceBuilder {
       const seccompFile = path.join(work, 'seccomp.json');
       await writeFile(seccompFile, JSON.stringify(seccompProfile()));
       const tag = `localhost/pier-build/${spec.id}`;
-      const bud = await runBuildah(
+      const budRun = runBuildah(
         budArgs({
           storage,
           dockerfile,
@@ -157,6 +221,8 @@ export class LocalBuilder implements SourceBuilder {
         }),
         { log, deadline, signal: spec.signal, onKill: killGroup, scratch },
       );
+      await spec.building?.();
+      const bud = await budRun;
       if (bud.timedOut) {
         throw new BuildFailure(
           `The build ran past its time cap of ${this.opts.limits.timeoutS} s.`,
