@@ -379,7 +379,7 @@ const buildOperation: CrashOperation<{ app: string; appId: string; id: string }>
     const app = `crash-build-${++rounds}`;
     const made = await bed.api('POST', '/v1/apps', { name: app });
     expect(made.status).toBe(201);
-    const tree = { Dockerfile: `FROM ${web}\nRUN sleep 6 && echo built > /built.txt\n` };
+    const tree = { Dockerfile: `FROM ${web}\nRUN sleep 15 && echo built > /built.txt\n` };
     const up = await uploadSource(bed.base, bed.token, app, sourceArchive(tree));
     expect(up.status, JSON.stringify(up.body)).toBe(201);
     const b = await bed.api('POST', `/v1/apps/${app}/builds`, { source: up.body.id });

@@ -14,7 +14,17 @@
  * under its manifest digest, like a pulled image.
  */
 import { createWriteStream, type WriteStream } from 'node:fs';
-import { chmod, mkdir, readdir, readFile, realpath, rm, rmdir, writeFile } from 'node:fs/promises';
+import {
+  chmod,
+  mkdir,
+  open,
+  readdir,
+  readFile,
+  realpath,
+  rm,
+  rmdir,
+  writeFile,
+} from 'node:fs/promises';
 import path from 'node:path';
 import type { CgroupSet } from '../../host/cgroups/cgroup.js';
 import type { PoolHandle } from '../../storage/pool-handle.js';
@@ -26,9 +36,11 @@ import {
   rmAllArgs,
   rmiArgs,
   runBuildah,
+  type BuildahExit,
   type BuildahStorage,
   type BuildLimits,
 } from './buildah.js';
+import { capEvents } from './cap-events.js';
 import { DockerfileError, rewriteBases } from './dockerfile-bases.js';
 import { killProcessesNaming } from './leftovers.js';
 import { unpackSource } from './source-archive.js';
@@ -51,8 +63,8 @@ export interface BuildSpec {
   logFile: string;
   signal?: AbortSignal;
   /**
-   * Awaited once buildah runs (the RUN steps under way): the job's crash point of the
-   * kill -9 harness (src/jobs/crash-points.ts), where `pier serve` dies mid-build.
+   * Awaited once a RUN step runs (buildah and runc under way): the job's crash point of
+   * the kill -9 harness (src/jobs/crash-points.ts), where `pier serve` dies mid-build.
    */
   building?: () => Promise<void>;
 }
@@ -72,6 +84,30 @@ export interface LocalBuilderOptions {
 }
 
 const MIB = 1024 * 1024;
+
+/** How often a running build's fork refusals are looked at. */
+const FORK_WATCH_MS = 500;
+/**
+ * Forks refused at the process cap past which a build is a fork bomb and is cut: a step
+ * that briefly forks past the cap (a parallel `make`) sees a few, a bomb thousands a second.
+ */
+const FORK_BOMB_REFUSALS = 1000;
+/** What a write refused by the volume's quota (or a full pool) prints. */
+const DISK_FULL = /Disk quota exceeded|No space left on device/;
+
+/** The last `bytes` of `file` (text). */
+async function readTail(file: string, bytes: number): Promise<string> {
+  const fh = await open(file, 'r').catch(() => undefined);
+  if (!fh) return '';
+  try {
+    const { size } = await fh.stat();
+    const buf = Buffer.alloc(Math.min(bytes, size));
+    await fh.read(buf, 0, buf.length, size - buf.length);
+    return buf.toString('utf8');
+  } finally {
+    await fh.close();
+  }
+}
 
 /**
  * Where base images are laid out for buildah (links into the image store: tiny). Not in
@@ -205,6 +241,11 @@ export class LocalBuilder implements SourceBuilder {
       const seccompFile = path.join(work, 'seccomp.json');
       await writeFile(seccompFile, JSON.stringify(seccompProfile()));
       const tag = `localhost/pier-build/${spec.id}`;
+      // A step that keeps forking past the process cap is a fork bomb: cut at once rather
+      // than left to churn until the time cap.
+      const cut = new AbortController();
+      const watch = setInterval(() => void this.watchForks(cgroups, group, cut), FORK_WATCH_MS);
+      const budSignal = spec.signal ? AbortSignal.any([spec.signal, cut.signal]) : cut.signal;
       const budRun = runBuildah(
         budArgs({
           storage,
@@ -219,21 +260,23 @@ export class LocalBuilder implements SourceBuilder {
           runcRoot,
           limits,
         }),
-        { log, deadline, signal: spec.signal, onKill: killGroup, scratch },
+        { log, deadline, signal: budSignal, onKill: killGroup, scratch },
       );
-      await spec.building?.();
-      const bud = await budRun;
+      let bud;
+      try {
+        if (spec.building && (await firstContainer(runcRoot, budRun))) await spec.building();
+        bud = await budRun;
+      } finally {
+        clearInterval(watch);
+      }
       if (bud.timedOut) {
         throw new BuildFailure(
           `The build ran past its time cap of ${this.opts.limits.timeoutS} s.`,
         );
       }
+      if (cut.signal.aborted) throw cut.signal.reason;
       spec.signal?.throwIfAborted();
-      if (bud.code !== 0) {
-        throw new BuildFailure(
-          `The builder failed (exit ${bud.code ?? bud.signal}); see the build's logs.`,
-        );
-      }
+      if (bud.code !== 0) throw await this.whyFailed(bud, cgroups, group, log, spec.logFile);
       const out = path.join(work, 'image');
       const run = { log, deadline, signal: spec.signal, scratch };
       const push = await runBuildah(pushArgs(storage, tag, out), run);
@@ -263,6 +306,52 @@ export class LocalBuilder implements SourceBuilder {
       await rm(scratch, { recursive: true, force: true }).catch(() => undefined);
       await rm(runcRoot, { recursive: true, force: true }).catch(() => undefined);
     }
+  }
+
+  /** Cuts the build (see FORK_BOMB_REFUSALS) once its steps keep forking past the cap. */
+  private async watchForks(cgroups: CgroupSet, group: string, cut: AbortController) {
+    const { forkRefusals } = await capEvents(cgroups.dirs(group));
+    if (forkRefusals < FORK_BOMB_REFUSALS || cut.signal.aborted) return;
+    cut.abort(
+      new BuildFailure(
+        `A RUN step kept forking past the build's process cap of ${this.opts.limits.pids} (a fork bomb); the build was stopped.`,
+      ),
+    );
+  }
+
+  /**
+   * Why buildah failed, in words: the cap a RUN step ran into (memory and processes from
+   * the kernel's counters of the build's group, disk from the builder's own message, as
+   * the quota of the app's volume refuses a write), else its exit.
+   */
+  private async whyFailed(
+    bud: BuildahExit,
+    cgroups: CgroupSet,
+    group: string,
+    log: WriteStream,
+    logFile: string,
+  ): Promise<BuildFailure> {
+    const { limits } = this.opts;
+    const events = await capEvents(cgroups.dirs(group));
+    if (events.oomKills > 0) {
+      return new BuildFailure(
+        `A RUN step ran out of memory: the build's memory cap is ${limits.memoryMb} MiB.`,
+      );
+    }
+    // Everything written so far reaches the file before it is read.
+    await new Promise<void>((resolve) => log.write('', () => resolve()));
+    if (DISK_FULL.test(await readTail(logFile, 64 * 1024))) {
+      return new BuildFailure(
+        `The build ran out of disk: an app's builds (its layer cache and work) may use ${limits.diskGb} GiB.`,
+      );
+    }
+    const exit = `exit ${bud.code ?? bud.signal}`;
+    if (events.forkRefusals > 0) {
+      return new BuildFailure(
+        `The builder failed (${exit}) after a RUN step hit the build's process cap of ${limits.pids}; see the build's logs.`,
+      );
+    }
+    return new BuildFailure(`The builder failed (${exit}); see the build's logs.`);
   }
 
   /** The Dockerfile's text: generated, or read from inside the context (never through a link out). */
@@ -322,6 +411,21 @@ export class LocalBuilder implements SourceBuilder {
       }),
     );
   }
+}
+
+/**
+ * Resolves true once runc holds a container of the build (a RUN step runs: its state
+ * directory appears in the build's runc root), false when buildah ended first.
+ */
+async function firstContainer(runcRoot: string, bud: Promise<unknown>): Promise<boolean> {
+  let ended = false;
+  void bud.finally(() => (ended = true)).catch(() => undefined);
+  while (!ended) {
+    const names = await readdir(runcRoot).catch(() => [] as string[]);
+    if (names.length > 0) return true;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return false;
 }
 
 /** The pids in `dir` and every cgroup below it. */
