@@ -10,7 +10,7 @@
  */
 import { execFile } from 'node:child_process';
 import http from 'node:http';
-import { writeFile, rm } from 'node:fs/promises';
+import { access, readdir, writeFile, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -18,6 +18,7 @@ import { busyboxLayer, DEFAULT_APPLETS } from '../../src/runtime/images/build.te
 import { hostBinariesLayer } from '../../src/runtime/images/host-binaries.test-helper.js';
 import type { TestOrg } from '../helpers/platform.js';
 import { canRunMachines, startMachineBed, type MachineBed } from '../machines/bed.js';
+import { KEPT_BUILDS, pruneBuilds } from '../../src/services/builds/prune.js';
 import { listening } from '../databases/helpers.js';
 import { sourceArchive, uploadSource } from './archive.js';
 
@@ -32,6 +33,26 @@ let otherMachineIp: string;
 /** A database's front (a TCP relay on the host), which no build may reach. */
 let frontPort: number;
 const marker = `/tmp/pier-build-marker-${process.pid}`;
+
+/** Where the image store keeps the unpacked root of `digest`. */
+function imageRoot(digest: string): string {
+  return path.join(bed.tp.dataDir, 'images', 'roots-userns', digest.slice('sha256:'.length));
+}
+
+const exists = (p: string) =>
+  access(p).then(
+    () => true,
+    () => false,
+  );
+
+/** The storage pool's volumes (btrfs subvolumes in `mnt`, or directories in `volumes`). */
+async function poolVolumes(): Promise<string[]> {
+  for (const sub of ['mnt', 'volumes']) {
+    const names = await readdir(path.join(bed.tp.dataDir, 'pool', sub)).catch(() => undefined);
+    if (names) return names;
+  }
+  return [];
+}
 
 async function nftRuleset(): Promise<string> {
   return (await execFileP('nft', ['list', 'ruleset'])).stdout;
@@ -119,6 +140,8 @@ afterAll(async () => {
 
 describe.skipIf(!canRunMachines)('builds', () => {
   let built: any;
+  /** The rebuild of `web`: no machine runs it. */
+  let rebuilt: any;
 
   it('builds a Dockerfile into the image store, logged, with build secrets; a machine runs build:<id>', async () => {
     const put = await bed.req('PUT', '/v1/apps/web/secrets', {
@@ -160,6 +183,7 @@ describe.skipIf(!canRunMachines)('builds', () => {
     expect(again.build.state, again.log).toBe('done');
     expect(again.log).toMatch(/RUN echo built-in-stage[^\n]*\n--> Using cache/);
     expect(again.build.imageDigest).not.toBe(b.imageDigest);
+    rebuilt = again.build;
 
     const listed = await bed.req('GET', '/v1/apps/web/builds');
     expect(listed.body.map((x: any) => x.id)).toContain(b.id);
@@ -234,6 +258,56 @@ describe.skipIf(!canRunMachines)('builds', () => {
     expect(log).toContain('fork bomb over');
     expect(log).toContain('survived');
   }, 180_000);
+
+  it('prunes old builds with their logs and images, but keeps one a machine runs', async () => {
+    const ctx = bed.tp.platform.ctx;
+    const app = (await bed.req('GET', '/v1/apps/web')).body;
+    expect(await exists(imageRoot(built.imageDigest))).toBe(true);
+    expect(await exists(imageRoot(rebuilt.imageDigest))).toBe(true);
+    // KEPT_BUILDS newer finished builds make both real ones old.
+    for (let i = 0; i < KEPT_BUILDS; i++) {
+      await ctx.db
+        .insertInto('builds')
+        .values({
+          id: `bld-prune${String(i).padStart(11, '0')}`,
+          org_id: bed.org.id,
+          app_id: app.id,
+          source_id: built.source,
+          state: 'failed',
+          error: 'seeded',
+          created_at: new Date(Date.now() + 60_000 + i),
+        })
+        .execute();
+    }
+    await pruneBuilds(ctx, app.id);
+    // The rebuild is gone: its row, its log, its image in the store.
+    expect((await bed.req('GET', `/v1/builds/${rebuilt.id}`)).status).toBe(404);
+    expect(await exists(path.join(bed.tp.dataDir, 'builds', 'logs', `${rebuilt.id}.log`))).toBe(
+      false,
+    );
+    expect(await exists(imageRoot(rebuilt.imageDigest))).toBe(false);
+    // The first build runs as a machine of the app: it stays, and so does its image.
+    expect((await bed.req('GET', `/v1/builds/${built.id}`)).status).toBe(200);
+    expect(await exists(imageRoot(built.imageDigest))).toBe(true);
+    expect((await viaProxy('web', '/index.html')).text).toBe('hello from a build');
+  });
+
+  it("removes an app's sources, build logs, images and layer cache with the app", async () => {
+    const app = (await bed.req('GET', '/v1/apps/attack')).body;
+    const [b] = (await bed.req('GET', '/v1/apps/attack/builds')).body;
+    expect(b.state).toBe('done');
+    const files = [
+      path.join(bed.tp.dataDir, 'builds', 'logs', `${b.id}.log`),
+      path.join(bed.tp.dataDir, 'builds', 'sources', `${b.source}.tar.gz`),
+      imageRoot(b.imageDigest),
+    ];
+    const volume = `b-${app.id.toLowerCase()}`;
+    for (const f of files) expect(await exists(f), f).toBe(true);
+    expect(await poolVolumes()).toContain(volume);
+    expect((await bed.req('DELETE', '/v1/apps/attack')).status).toBe(204);
+    for (const f of files) expect(await exists(f), f).toBe(false);
+    expect(await poolVolumes()).not.toContain(volume);
+  });
 });
 
 describe.skipIf(!canRunMachines)('detect', () => {

@@ -1,16 +1,23 @@
 /**
- * How often a build's RUN steps ran into the caps of its cgroup, read from the kernel's
- * counters of the build's group (pier's caps sit there, over all its RUN containers):
- * processes killed for memory (`oom_kill` of memory.events on v2, memory.oom_control on
- * v1) and forks refused at the process cap (`max` of pids.events). So a failed build can
- * say which cap cut it, and a fork bomb can be told from a step that forked a little.
+ * How a build's RUN steps ran into the caps of its cgroup, read from the kernel's
+ * counters of the build's group (pier's caps sit there, over all its RUN containers, which
+ * runc puts in groups below it), so a failed build can say which cap cut it and a fork
+ * bomb can be told from a step that forked a little:
+ *
+ * - processes killed for memory: `oom_kill` of memory.events (v2, counted up the tree);
+ * - the memory cap reached: `max` of memory.events (v2), memory.failcnt (v1: a kill at
+ *   the cap is counted in the RUN container's own group, gone with it when the step ends);
+ * - forks refused at the process cap: `max` of pids.events, summed over the groups below
+ *   (v1 counts them where the fork failed, in the RUN container's group, while it runs).
  */
-import { readFile } from 'node:fs/promises';
+import { readdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
 
 export interface CapEvents {
-  /** Processes the kernel killed at the memory cap. */
+  /** Processes the kernel killed at the memory cap (v2). */
   oomKills: number;
+  /** Times the group's memory reached its cap (it may have been reclaimed). */
+  memoryAtCap: number;
   /** Forks refused at the process cap. */
   forkRefusals: number;
 }
@@ -22,14 +29,26 @@ async function counter(file: string, key: string): Promise<number> {
   return m ? Number(m[1]) : 0;
 }
 
-/** The counters of a group, summed over its directories (one per hierarchy on v1). */
-export async function capEvents(dirs: string[]): Promise<CapEvents> {
-  let oomKills = 0;
-  let forkRefusals = 0;
-  for (const dir of dirs) {
-    oomKills += await counter(path.join(dir, 'memory.events'), 'oom_kill');
-    oomKills += await counter(path.join(dir, 'memory.oom_control'), 'oom_kill');
-    forkRefusals += await counter(path.join(dir, 'pids.events'), 'max');
+/** `dir` and every group below it. */
+async function tree(dir: string): Promise<string[]> {
+  const out = [dir];
+  for (const e of await readdir(dir, { withFileTypes: true }).catch(() => [])) {
+    if (e.isDirectory()) out.push(...(await tree(path.join(dir, e.name))));
   }
-  return { oomKills, forkRefusals };
+  return out;
+}
+
+/** The counters of a group (its directories: one per hierarchy on v1). */
+export async function capEvents(dirs: string[]): Promise<CapEvents> {
+  const events: CapEvents = { oomKills: 0, memoryAtCap: 0, forkRefusals: 0 };
+  for (const dir of dirs) {
+    events.oomKills += await counter(path.join(dir, 'memory.events'), 'oom_kill');
+    events.memoryAtCap += await counter(path.join(dir, 'memory.events'), 'max');
+    const failcnt = await readFile(path.join(dir, 'memory.failcnt'), 'utf8').catch(() => '0');
+    events.memoryAtCap += Number(failcnt.trim()) || 0;
+    for (const d of await tree(dir)) {
+      events.forkRefusals += await counter(path.join(d, 'pids.events'), 'max');
+    }
+  }
+  return events;
 }

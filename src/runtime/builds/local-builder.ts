@@ -85,13 +85,17 @@ export interface LocalBuilderOptions {
 
 const MIB = 1024 * 1024;
 
-/** How often a running build's fork refusals are looked at. */
+/** How often a running build's refused forks are counted. */
 const FORK_WATCH_MS = 500;
 /**
- * Forks refused at the process cap past which a build is a fork bomb and is cut: a step
- * that briefly forks past the cap (a parallel `make`) sees a few, a bomb thousands a second.
+ * A fork bomb, cut: forks refused at the process cap in FORK_BOMB_LOOKS of the last
+ * FORK_WINDOW_LOOKS looks (4 s of 6 s). A step that briefly forks past the cap (a loop, a
+ * parallel `make`) is refused in a look or two and goes on; a bomb churns at the cap.
  */
-const FORK_BOMB_REFUSALS = 1000;
+const FORK_WINDOW_LOOKS = 12;
+const FORK_BOMB_LOOKS = 8;
+/** What buildah prints when a RUN step's process was killed (SIGKILL: 128 + 9 in a shell). */
+const STEP_KILLED = /container exited on killed|exit status 137/;
 /** What a write refused by the volume's quota (or a full pool) prints. */
 const DISK_FULL = /Disk quota exceeded|No space left on device/;
 
@@ -244,7 +248,11 @@ export class LocalBuilder implements SourceBuilder {
       // A step that keeps forking past the process cap is a fork bomb: cut at once rather
       // than left to churn until the time cap.
       const cut = new AbortController();
-      const watch = setInterval(() => void this.watchForks(cgroups, group, cut), FORK_WATCH_MS);
+      const seen = { refusals: 0, looks: [] as boolean[] };
+      const watch = setInterval(
+        () => void this.watchForks(cgroups, group, cut, seen),
+        FORK_WATCH_MS,
+      );
       const budSignal = spec.signal ? AbortSignal.any([spec.signal, cut.signal]) : cut.signal;
       const budRun = runBuildah(
         budArgs({
@@ -308,10 +316,18 @@ export class LocalBuilder implements SourceBuilder {
     }
   }
 
-  /** Cuts the build (see FORK_BOMB_REFUSALS) once its steps keep forking past the cap. */
-  private async watchForks(cgroups: CgroupSet, group: string, cut: AbortController) {
+  /** Cuts the build once its steps keep having forks refused (see FORK_BOMB_LOOKS). */
+  private async watchForks(
+    cgroups: CgroupSet,
+    group: string,
+    cut: AbortController,
+    seen: { refusals: number; looks: boolean[] },
+  ) {
     const { forkRefusals } = await capEvents(cgroups.dirs(group));
-    if (forkRefusals < FORK_BOMB_REFUSALS || cut.signal.aborted) return;
+    seen.looks.push(forkRefusals > seen.refusals);
+    seen.looks = seen.looks.slice(-FORK_WINDOW_LOOKS);
+    seen.refusals = Math.max(seen.refusals, forkRefusals);
+    if (seen.looks.filter(Boolean).length < FORK_BOMB_LOOKS || cut.signal.aborted) return;
     cut.abort(
       new BuildFailure(
         `A RUN step kept forking past the build's process cap of ${this.opts.limits.pids} (a fork bomb); the build was stopped.`,
@@ -333,14 +349,17 @@ export class LocalBuilder implements SourceBuilder {
   ): Promise<BuildFailure> {
     const { limits } = this.opts;
     const events = await capEvents(cgroups.dirs(group));
-    if (events.oomKills > 0) {
+    // Everything written so far reaches the file before it is read.
+    await new Promise<void>((resolve) => log.write('', () => resolve()));
+    const tail = await readTail(logFile, 64 * 1024);
+    // Killed by the kernel at the cap (v2 counts it; on v1, a step killed while the
+    // group was at its cap, which buildah reports as "exited on killed" or status 137).
+    if (events.oomKills > 0 || (events.memoryAtCap > 0 && STEP_KILLED.test(tail))) {
       return new BuildFailure(
         `A RUN step ran out of memory: the build's memory cap is ${limits.memoryMb} MiB.`,
       );
     }
-    // Everything written so far reaches the file before it is read.
-    await new Promise<void>((resolve) => log.write('', () => resolve()));
-    if (DISK_FULL.test(await readTail(logFile, 64 * 1024))) {
+    if (DISK_FULL.test(tail)) {
       return new BuildFailure(
         `The build ran out of disk: an app's builds (its layer cache and work) may use ${limits.diskGb} GiB.`,
       );
