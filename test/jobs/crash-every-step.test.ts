@@ -4,7 +4,9 @@
  * the operation must finish or end with a reason, leaving nothing behind. A real `pier
  * serve` process, real databases, one data dir and one state store for every round.
  */
-import { readdir } from 'node:fs/promises';
+import { execFile } from 'node:child_process';
+import { access, readdir } from 'node:fs/promises';
+import { promisify } from 'node:util';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startDnsServer, type DnsServer } from '../edge/acme-servers.js';
@@ -21,6 +23,7 @@ import {
   type RoundReport,
 } from '../helpers/crash-harness.js';
 import { request } from '../helpers/platform.js';
+import { sourceArchive, uploadSource } from '../builds/archive.js';
 
 let bed: CrashBed;
 let receiver: Receiver;
@@ -54,6 +57,8 @@ beforeAll(async () => {
       'machines',
       'deploys',
       'releases',
+      'builds',
+      'build_sources',
       'apps',
       'names',
     ],
@@ -408,11 +413,74 @@ const deployOperation: CrashOperation<{ app: string; deploy: string; old: string
   },
 };
 
+/**
+ * A build whose RUN step runs a few seconds (its own app each round): killed at the job's
+ * claim, while buildah runs (the builder's `building` point: buildah and its RUN container
+ * outlive pier) and after its run. It must end `done`, or `failed` with a reason, and
+ * leave no build directory, runc state, working container or process behind.
+ */
+const buildOperation: CrashOperation<{ app: string; appId: string; id: string }> = {
+  name: 'build',
+  kinds: ['builds.run'],
+  async start() {
+    const app = `crash-build-${++rounds}`;
+    const made = await bed.api('POST', '/v1/apps', { name: app });
+    expect(made.status).toBe(201);
+    const tree = { Dockerfile: `FROM ${web}\nRUN sleep 15 && echo built > /built.txt\n` };
+    const up = await uploadSource(bed.base, bed.token, app, sourceArchive(tree));
+    expect(up.status, JSON.stringify(up.body)).toBe(201);
+    const b = await bed.api('POST', `/v1/apps/${app}/builds`, { source: up.body.id });
+    expect(b.status, JSON.stringify(b.body)).toBe(202);
+    return { app, appId: made.body.id, id: b.body.id };
+  },
+  async settle(_bed, { appId, id }) {
+    const b = await waitUntil(
+      async () => {
+        const r = await bed.api('GET', `/v1/builds/${id}`);
+        return ['done', 'failed'].includes(r.body.state) ? r.body : undefined;
+      },
+      `the build ${id} to end`,
+      120_000,
+    );
+    if (b.state === 'failed') expect(b.error, 'a failed build').toBeTruthy();
+    const lower = id.toLowerCase();
+    for (const dir of [`/var/tmp/pier-${lower}`, `/run/pier/build-runc/${lower}`]) {
+      expect(
+        await access(dir).then(
+          () => dir,
+          () => undefined,
+        ),
+        'left behind',
+      ).toBeUndefined();
+    }
+    // No working container of buildah left in the app's layer storage.
+    const volume = (
+      await pathsNamed(path.join(bed.dataDir, 'pool'), `b-${appId.toLowerCase()}`, 2)
+    )[0];
+    expect(volume, "the app's build cache").toBeDefined();
+    const storage = ['--storage-driver', 'vfs', '--root', path.join(volume!, 'storage')];
+    const runroot = ['--runroot', path.join(volume!, 'run')];
+    const containers = await execFileP('buildah', [...storage, ...runroot, 'containers', '-q']);
+    expect(containers.stdout.trim(), 'working containers').toBe('');
+  },
+  async remove(_bed, { app }) {
+    expect((await bed.api('DELETE', `/v1/apps/${app}`)).status).toBe(204);
+  },
+};
+
+const execFileP = promisify(execFile);
+
 describe('kill -9 at every step', () => {
   it.skipIf(!canRunMachines)(
-    'machines: a create and a deploy run or fail with their cause, leaving nothing',
+    'machines, deploys and builds: each runs or ends with its cause, leaving nothing',
     async () => {
-      reports.push(...(await crashAtEveryPoint(bed, [machineCreateOperation, deployOperation])));
+      reports.push(
+        ...(await crashAtEveryPoint(bed, [
+          machineCreateOperation,
+          deployOperation,
+          buildOperation,
+        ])),
+      );
     },
     600_000,
   );

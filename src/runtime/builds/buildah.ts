@@ -8,7 +8,8 @@
  * - every RUN step is an OCI container (`--isolation oci`, runc) with `--network none`,
  *   in the user namespace machines use (ids 0–65535 are host 200000–265535, so build root
  *   is no one on the host), under pier's seccomp profile, with buildah's default
- *   capabilities inside that namespace only, and cgroup caps on memory, CPU and processes.
+ *   capabilities inside that namespace only, and cgroup caps on memory, CPU and processes
+ *   (on the build's group, over all its RUN steps).
  * - the whole process group is killed at the time cap (and the caller kills what is
  *   left in the build's cgroup: RUN containers are not in buildah's process group).
  *
@@ -82,14 +83,13 @@ export function budArgs(opts: {
     '--layers',
     '--security-opt',
     `seccomp=${opts.seccompFile}`,
-    '--memory',
-    `${limits.memoryMb}m`,
     '--cpu-period',
     String(period),
     '--cpu-quota',
     String(Math.max(1000, Math.round(limits.cpus * period))),
-    // buildah 1.28 has no --pids-limit: the build's cgroup caps processes (and memory,
-    // CPU) for all its RUN containers together.
+    // buildah 1.28 has no --pids-limit: the build's cgroup caps processes and memory for
+    // all its RUN containers together (no --memory here: a cap of the container's own
+    // would be hit first, and its counters go with the container, see cap-events.ts).
     '--cgroup-parent',
     opts.cgroupParent,
     ...opts.secrets.flatMap((s) => ['--secret', `id=${s.id},src=${s.file}`]),
@@ -109,6 +109,14 @@ export function pushArgs(storage: BuildahStorage, tag: string, dir: string): str
 /** `buildah rmi` of `tag` (its cached intermediate layers stay). */
 export function rmiArgs(storage: BuildahStorage, tag: string): string[] {
   return [...storageArgs(storage), 'rmi', tag];
+}
+
+/**
+ * `buildah rm --all`: the working containers left in the app's storage by a build that
+ * died with `pier serve` (a finished or failed `bud` removes its own).
+ */
+export function rmAllArgs(storage: BuildahStorage): string[] {
+  return [...storageArgs(storage), 'rm', '--all'];
 }
 
 /** Where and how long one buildah command runs. */

@@ -14,7 +14,17 @@
  * under its manifest digest, like a pulled image.
  */
 import { createWriteStream, type WriteStream } from 'node:fs';
-import { chmod, mkdir, readdir, readFile, realpath, rm, rmdir, writeFile } from 'node:fs/promises';
+import {
+  chmod,
+  mkdir,
+  open,
+  readdir,
+  readFile,
+  realpath,
+  rm,
+  rmdir,
+  writeFile,
+} from 'node:fs/promises';
 import path from 'node:path';
 import type { CgroupSet } from '../../host/cgroups/cgroup.js';
 import type { PoolHandle } from '../../storage/pool-handle.js';
@@ -23,12 +33,16 @@ import { seccompProfile } from '../sandbox/seccomp.js';
 import {
   budArgs,
   pushArgs,
+  rmAllArgs,
   rmiArgs,
   runBuildah,
+  type BuildahExit,
   type BuildahStorage,
   type BuildLimits,
 } from './buildah.js';
+import { capEvents } from './cap-events.js';
 import { DockerfileError, rewriteBases } from './dockerfile-bases.js';
+import { killProcessesNaming } from './leftovers.js';
 import { unpackSource } from './source-archive.js';
 
 export type { BuildLimits } from './buildah.js';
@@ -48,6 +62,11 @@ export interface BuildSpec {
   /** Where the builder's output is appended. */
   logFile: string;
   signal?: AbortSignal;
+  /**
+   * Awaited once a RUN step runs (buildah and runc under way): the job's crash point of
+   * the kill -9 harness (src/jobs/crash-points.ts), where `pier serve` dies mid-build.
+   */
+  building?: () => Promise<void>;
 }
 
 /** Why a build failed, in words for its owner. */
@@ -65,6 +84,34 @@ export interface LocalBuilderOptions {
 }
 
 const MIB = 1024 * 1024;
+
+/** How often a running build's refused forks are counted. */
+const FORK_WATCH_MS = 500;
+/**
+ * A fork bomb, cut: forks refused at the process cap in FORK_BOMB_LOOKS of the last
+ * FORK_WINDOW_LOOKS looks (4 s of 6 s). A step that briefly forks past the cap (a loop, a
+ * parallel `make`) is refused in a look or two and goes on; a bomb churns at the cap.
+ */
+const FORK_WINDOW_LOOKS = 12;
+const FORK_BOMB_LOOKS = 8;
+/** What buildah prints when a RUN step's process was killed (SIGKILL: 128 + 9 in a shell). */
+const STEP_KILLED = /container exited on killed|exit status 137/;
+/** What a write refused by the volume's quota (or a full pool) prints. */
+const DISK_FULL = /Disk quota exceeded|No space left on device/;
+
+/** The last `bytes` of `file` (text). */
+async function readTail(file: string, bytes: number): Promise<string> {
+  const fh = await open(file, 'r').catch(() => undefined);
+  if (!fh) return '';
+  try {
+    const { size } = await fh.stat();
+    const buf = Buffer.alloc(Math.min(bytes, size));
+    await fh.read(buf, 0, buf.length, size - buf.length);
+    return buf.toString('utf8');
+  } finally {
+    await fh.close();
+  }
+}
 
 /**
  * Where base images are laid out for buildah (links into the image store: tiny). Not in
@@ -90,13 +137,64 @@ export function cacheVolume(cache: string): string {
 /** What the builds service needs of a builder. */
 export interface SourceBuilder {
   build(spec: BuildSpec): Promise<{ digest: string }>;
+  /** Removes a built image from the image store (the caller checked nothing runs it). */
+  removeImage(digest: string): Promise<void>;
+  /** Removes an app's layer cache (its volume), once the app is gone. */
+  removeCache(cache: string): Promise<void>;
 }
 
 export class LocalBuilder implements SourceBuilder {
+  /** The build running (or last run) per cache: builds of one app run one at a time. */
+  private readonly tails = new Map<string, Promise<unknown>>();
+  /** Aborted when the cache's app is deleted: its builds stop. */
+  private readonly stops = new Map<string, AbortController>();
+
   constructor(private readonly opts: LocalBuilderOptions) {}
 
-  /** Builds `spec`; resolves with the image's manifest digest in the store. */
-  async build(spec: BuildSpec): Promise<{ digest: string }> {
+  /**
+   * Builds `spec`; resolves with the image's manifest digest in the store. Builds of one
+   * app wait for each other: they share its layer storage, and each starts by clearing
+   * what a build killed with `pier serve` left in it (leftovers.ts).
+   */
+  build(spec: BuildSpec): Promise<{ digest: string }> {
+    const before = this.tails.get(spec.cache) ?? Promise.resolve();
+    let stop = this.stops.get(spec.cache);
+    if (!stop) this.stops.set(spec.cache, (stop = new AbortController()));
+    const signal = spec.signal ? AbortSignal.any([spec.signal, stop.signal]) : stop.signal;
+    const mine = before
+      .catch(() => undefined)
+      .then(() => {
+        signal.throwIfAborted();
+        return this.buildNow({ ...spec, signal });
+      });
+    const tail = mine.catch(() => undefined);
+    this.tails.set(spec.cache, tail);
+    void tail.then(() => {
+      if (this.tails.get(spec.cache) !== tail) return;
+      this.tails.delete(spec.cache);
+      this.stops.delete(spec.cache);
+    });
+    return mine;
+  }
+
+  async removeImage(digest: string): Promise<void> {
+    await this.opts.images.remove(digest);
+  }
+
+  async removeCache(cache: string): Promise<void> {
+    // The app's builds stop (each removes its own work), then its storage goes.
+    this.stops.get(cache)?.abort(new BuildFailure('The app was deleted.'));
+    await this.tails.get(cache);
+    const { pool } = await this.opts.pool.get();
+    const name = cacheVolume(cache);
+    const volume = await pool.info(name);
+    if (!volume) return;
+    // A build killed with pier may still run on it.
+    await killProcessesNaming([path.join(volume.path, 'storage')]);
+    await pool.destroy(name);
+  }
+
+  private async buildNow(spec: BuildSpec): Promise<{ digest: string }> {
     const { pool } = await this.opts.pool.get();
     const name = cacheVolume(spec.cache);
     const volume =
@@ -107,12 +205,20 @@ export class LocalBuilder implements SourceBuilder {
       runroot: path.join(volume.path, 'run'),
     };
     const work = path.join(volume.path, 'work', spec.id);
-    await rm(work, { recursive: true, force: true });
-    const context = path.join(work, 'context');
-    await mkdir(context, { recursive: true, mode: 0o700 });
     const cgroups = await this.opts.cgroups();
     if (!cgroups) throw new BuildFailure('This host has no cgroups to hold a build in.');
     const group = `build-${spec.id.toLowerCase().replace(/[^a-z0-9-]/g, '')}`;
+    const bases = path.join(BASES_DIR, spec.id.toLowerCase());
+    const scratch = path.join(BUNDLES_DIR, `pier-${spec.id.toLowerCase()}`);
+    const runcRoot = path.join(RUNC_STATE_DIR, spec.id.toLowerCase());
+    // What an earlier try killed with `pier serve` left: buildah, its RUN container, the
+    // runc state, bundles and working containers (leftovers.ts).
+    await killProcessesNaming([storage.root, runcRoot]);
+    await killCgroup(cgroups, group);
+    for (const dir of [work, bases, scratch, runcRoot])
+      await rm(dir, { recursive: true, force: true });
+    const context = path.join(work, 'context');
+    await mkdir(context, { recursive: true, mode: 0o700 });
     const { limits } = this.opts;
     // Only the limits this host enforces (a v1 host may lack one controller or another).
     const wanted = { memoryBytes: limits.memoryMb * MIB, cpuQuota: limits.cpus, pids: limits.pids };
@@ -122,14 +228,12 @@ export class LocalBuilder implements SourceBuilder {
     );
     const killGroup = () => void killCgroup(cgroups, group);
     const log = createWriteStream(spec.logFile, { flags: 'a', mode: 0o600 });
-    const bases = path.join(BASES_DIR, spec.id.toLowerCase());
-    const scratch = path.join(BUNDLES_DIR, `pier-${spec.id.toLowerCase()}`);
-    const runcRoot = path.join(RUNC_STATE_DIR, spec.id.toLowerCase());
     const deadline = Date.now() + this.opts.limits.timeoutS * 1000;
     try {
       // Passable (not readable) by the remapped root of the RUN containers.
-      await rm(scratch, { recursive: true, force: true });
       await mkdir(scratch, { mode: 0o711 });
+      const leftover = { log, deadline, scratch };
+      await runBuildah(rmAllArgs(storage), leftover).catch(() => undefined);
       await unpackSource(spec.source, context);
       const original = await this.dockerfileText(spec, context);
       const { text } = await rewriteBases(original, (ref) =>
@@ -141,7 +245,16 @@ export class LocalBuilder implements SourceBuilder {
       const seccompFile = path.join(work, 'seccomp.json');
       await writeFile(seccompFile, JSON.stringify(seccompProfile()));
       const tag = `localhost/pier-build/${spec.id}`;
-      const bud = await runBuildah(
+      // A step that keeps forking past the process cap is a fork bomb: cut at once rather
+      // than left to churn until the time cap.
+      const cut = new AbortController();
+      const seen = { refusals: 0, looks: [] as boolean[] };
+      const watch = setInterval(
+        () => void this.watchForks(cgroups, group, cut, seen),
+        FORK_WATCH_MS,
+      );
+      const budSignal = spec.signal ? AbortSignal.any([spec.signal, cut.signal]) : cut.signal;
+      const budRun = runBuildah(
         budArgs({
           storage,
           dockerfile,
@@ -155,19 +268,23 @@ export class LocalBuilder implements SourceBuilder {
           runcRoot,
           limits,
         }),
-        { log, deadline, signal: spec.signal, onKill: killGroup, scratch },
+        { log, deadline, signal: budSignal, onKill: killGroup, scratch },
       );
+      let bud;
+      try {
+        if (spec.building && (await firstContainer(runcRoot, budRun))) await spec.building();
+        bud = await budRun;
+      } finally {
+        clearInterval(watch);
+      }
       if (bud.timedOut) {
         throw new BuildFailure(
           `The build ran past its time cap of ${this.opts.limits.timeoutS} s.`,
         );
       }
+      if (cut.signal.aborted) throw cut.signal.reason;
       spec.signal?.throwIfAborted();
-      if (bud.code !== 0) {
-        throw new BuildFailure(
-          `The builder failed (exit ${bud.code ?? bud.signal}); see the build's logs.`,
-        );
-      }
+      if (bud.code !== 0) throw await this.whyFailed(bud, cgroups, group, log, spec.logFile);
       const out = path.join(work, 'image');
       const run = { log, deadline, signal: spec.signal, scratch };
       const push = await runBuildah(pushArgs(storage, tag, out), run);
@@ -197,6 +314,63 @@ export class LocalBuilder implements SourceBuilder {
       await rm(scratch, { recursive: true, force: true }).catch(() => undefined);
       await rm(runcRoot, { recursive: true, force: true }).catch(() => undefined);
     }
+  }
+
+  /** Cuts the build once its steps keep having forks refused (see FORK_BOMB_LOOKS). */
+  private async watchForks(
+    cgroups: CgroupSet,
+    group: string,
+    cut: AbortController,
+    seen: { refusals: number; looks: boolean[] },
+  ) {
+    const { forkRefusals } = await capEvents(cgroups.dirs(group));
+    seen.looks.push(forkRefusals > seen.refusals);
+    seen.looks = seen.looks.slice(-FORK_WINDOW_LOOKS);
+    seen.refusals = Math.max(seen.refusals, forkRefusals);
+    if (seen.looks.filter(Boolean).length < FORK_BOMB_LOOKS || cut.signal.aborted) return;
+    cut.abort(
+      new BuildFailure(
+        `A RUN step kept forking past the build's process cap of ${this.opts.limits.pids} (a fork bomb); the build was stopped.`,
+      ),
+    );
+  }
+
+  /**
+   * Why buildah failed, in words: the cap a RUN step ran into (memory and processes from
+   * the kernel's counters of the build's group, disk from the builder's own message, as
+   * the quota of the app's volume refuses a write), else its exit.
+   */
+  private async whyFailed(
+    bud: BuildahExit,
+    cgroups: CgroupSet,
+    group: string,
+    log: WriteStream,
+    logFile: string,
+  ): Promise<BuildFailure> {
+    const { limits } = this.opts;
+    const events = await capEvents(cgroups.dirs(group));
+    // Everything written so far reaches the file before it is read.
+    await new Promise<void>((resolve) => log.write('', () => resolve()));
+    const tail = await readTail(logFile, 64 * 1024);
+    // Killed by the kernel at the cap (v2 counts it; on v1, a step killed while the
+    // group was at its cap, which buildah reports as "exited on killed" or status 137).
+    if (events.oomKills > 0 || (events.memoryAtCap > 0 && STEP_KILLED.test(tail))) {
+      return new BuildFailure(
+        `A RUN step ran out of memory: the build's memory cap is ${limits.memoryMb} MiB.`,
+      );
+    }
+    if (DISK_FULL.test(tail)) {
+      return new BuildFailure(
+        `The build ran out of disk: an app's builds (its layer cache and work) may use ${limits.diskGb} GiB.`,
+      );
+    }
+    const exit = `exit ${bud.code ?? bud.signal}`;
+    if (events.forkRefusals > 0) {
+      return new BuildFailure(
+        `The builder failed (${exit}) after a RUN step hit the build's process cap of ${limits.pids}; see the build's logs.`,
+      );
+    }
+    return new BuildFailure(`The builder failed (${exit}); see the build's logs.`);
   }
 
   /** The Dockerfile's text: generated, or read from inside the context (never through a link out). */
@@ -256,6 +430,21 @@ export class LocalBuilder implements SourceBuilder {
       }),
     );
   }
+}
+
+/**
+ * Resolves true once runc holds a container of the build (a RUN step runs: its state
+ * directory appears in the build's runc root), false when buildah ended first.
+ */
+async function firstContainer(runcRoot: string, bud: Promise<unknown>): Promise<boolean> {
+  let ended = false;
+  void bud.finally(() => (ended = true)).catch(() => undefined);
+  while (!ended) {
+    const names = await readdir(runcRoot).catch(() => [] as string[]);
+    if (names.length > 0) return true;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return false;
 }
 
 /** The pids in `dir` and every cgroup below it. */

@@ -7,6 +7,7 @@
 import { ApiError } from '../../errors/api-error.js';
 import type { Tx } from '../../store/db.js';
 import { detachAppBuckets } from '../buckets/attachments.js';
+import { appBuildsRemoval } from '../builds/teardown.js';
 import { detachAppDatabases } from '../databases/attachments.js';
 import type { ServiceContext } from '../context.js';
 import { machineAction } from '../machines/lifecycle.js';
@@ -19,8 +20,16 @@ import { findApp, type AppRow } from './records.js';
 
 /** A step that does its own work and commits it, before the app's transaction. */
 type Before = (ctx: ServiceContext, orgId: string, app: AppRow) => Promise<void>;
-/** A step inside the one transaction that removes the app, which holds its row locked. */
-type Within = (tx: Tx, ctx: ServiceContext, orgId: string, app: AppRow) => Promise<void>;
+/**
+ * A step inside the one transaction that removes the app, which holds its row locked. It
+ * may answer work to run once that has committed (bytes on the host named by its rows).
+ */
+type Within = (
+  tx: Tx,
+  ctx: ServiceContext,
+  orgId: string,
+  app: AppRow,
+) => Promise<void | (() => Promise<void>)>;
 
 /**
  * Outside the transaction: work that takes seconds and cannot be undone by a rollback.
@@ -51,6 +60,9 @@ const WITHIN: [owner: string, step: Within][] = [
   // to it; a check running meanwhile stores nothing. Every replica stops routing them, and
   // the app's names below its organization's zones, when this commits (NOTIFY).
   ['domains', removeEdgeNames],
+  // Builds: their rows and sources' go with the app's by cascade; once that commits, its
+  // running builds stop, and their logs, sources, images and layer cache leave the host.
+  ['builds', (tx, ctx, _orgId, app) => appBuildsRemoval(tx, ctx, app.id)],
   // The app row; its own secrets and its (destroyed) machines' rows go with it by cascade.
   ['apps', (tx, _ctx, _orgId, app) => deleteAppRow(tx, app)],
   // Its name, free again in the platform-wide namespace.
@@ -65,11 +77,19 @@ export async function deleteApp(
 ): Promise<void> {
   const app = await findApp(ctx.db, orgId, appName);
   for (const [, step] of BEFORE) await step(ctx, orgId, app);
+  const after: (() => Promise<void>)[] = [];
   await ctx.db.transaction().execute(async (tx) => {
     // Locked, as machine creation and attachments lock it: nothing is added until this commits.
     const locked = await findApp(tx, orgId, appName, { lock: true });
-    for (const [, step] of WITHIN) await step(tx, ctx, orgId, locked);
+    for (const [, step] of WITHIN) {
+      const then = await step(tx, ctx, orgId, locked);
+      if (then) after.push(then);
+    }
   });
+  for (const then of after) {
+    // The app is gone whatever happens here: a failure leaves bytes, never the app.
+    await then().catch((err: unknown) => ctx.log.warn({ err, app: appName }, 'app teardown'));
+  }
   noteAppOfZoneOrg(ctx, orgId, appName, false);
   // The certificates' TLS contexts go now, before the notice comes back.
   await reloadEdgeTable(ctx);

@@ -9,11 +9,12 @@ import { appendFile, mkdir } from 'node:fs/promises';
 import { z } from 'zod';
 import { ApiError } from '../../errors/api-error.js';
 import { defineJob, exponentialBackoff } from '../../jobs/catalogue.js';
+import { crashPoint } from '../../jobs/crash-points.js';
 import { BuildFailure } from '../../runtime/builds/local-builder.js';
 import type { ServiceContext } from '../context.js';
 import { revealSecrets } from '../secrets.js';
 import { detectArchive } from './detect.js';
-import { pruneBuilds } from './prune.js';
+import { pruneBuilds, removeBuildImages } from './prune.js';
 import { buildLogFile, buildsQuery, logsDir, sourceFile } from './records.js';
 
 export function buildJobs(get: () => ServiceContext) {
@@ -32,11 +33,16 @@ export function buildJobs(get: () => ServiceContext) {
           image_digest?: string;
           error?: string;
         }) => {
-          await ctx.db
+          const [updated] = await ctx.db
             .updateTable('builds')
             .set({ ...set, finished_at: new Date() })
             .where('id', '=', buildId)
             .execute();
+          // The app was deleted while it built: what it made goes with it.
+          if (!updated?.numUpdatedRows) {
+            await removeBuildImages(ctx, [set.image_digest ?? null]);
+            return;
+          }
           await pruneBuilds(ctx, row.app_id).catch((err: unknown) =>
             ctx.log.warn({ err, app: row.app_id }, 'builds: prune failed'),
           );
@@ -81,6 +87,7 @@ export function buildJobs(get: () => ServiceContext) {
             secrets: await revealSecrets(ctx.db, ctx, row.app_id, { buildOnly: true }),
             logFile,
             signal: job.signal,
+            building: () => crashPoint('builds.run', 'building', job.attempt),
           });
           await finish({ state: 'done', image_digest: digest });
         } catch (err) {
