@@ -34,12 +34,14 @@ import {
   withMachineBench,
   type MachinePier,
 } from './lib/machine-pier.js';
-import { memoryOf } from './lib/machine-proc.js';
+import { cpuSeconds, CpuTally, hostBusySeconds, memoryOf } from './lib/machine-proc.js';
 import type { MixedOptions, MixedReport } from './lib/mixed-worker.js';
 
 const CONNECTIONS = 50;
 const QUIET_CONNECTIONS = 5;
 const RATE = Number(process.env.BENCH_LOAD_RATE ?? 10);
+/** `even` (the default) or `burst` (autocannon's connectionRate): lib/mixed-worker.ts. */
+const PACING = process.env.BENCH_LOAD_PACING === 'burst' ? 'burst' : 'even';
 /** The load lasts this long unless BENCH_DURATION_S says otherwise (issue 24: 60 s). */
 const DEFAULT_LOAD_S = 60;
 const QUIET_S = 15;
@@ -62,6 +64,60 @@ const runMixed = (opts: MixedOptions) =>
     'mixed load worker',
     (stdout) => JSON.parse(stdout) as MixedReport,
   );
+
+/** CPU per answered request, in ms, of each party on the two cores, and of the whole host. */
+interface CpuPerRequest {
+  pier: number;
+  postgres: number;
+  loadGenerator: number;
+  /** Everything the host ran: the three above, the app's machine, the kernel, other work. */
+  host: number;
+  /** The host's busy CPU over the run, in cores (2 = both cores busy all the time). */
+  hostCores: number;
+}
+
+/**
+ * Runs the load and measures the CPU it cost: pier's process, the PostgreSQL backends of
+ * its database (sampled every 250 ms, so that a backend which ends is not lost), the load
+ * worker (its own count) and the host, divided by the requests answered.
+ */
+async function runMeasured(
+  b: MachinePier,
+  opts: MixedOptions,
+): Promise<{ report: MixedReport; cpu: CpuPerRequest }> {
+  const pg = new CpuTally('postgres', b.databaseName ?? '(embedded store)');
+  await pg.sample();
+  const pier0 = await cpuSeconds(b.pid);
+  const host0 = await hostBusySeconds();
+  const t0 = Date.now();
+  let running = true;
+  const sampler = (async () => {
+    while (running) {
+      await sleep(250);
+      await pg.sample();
+    }
+  })();
+  const report = await runMixed(opts).finally(() => (running = false));
+  await sampler;
+  await pg.sample();
+  const hostS = (await hostBusySeconds()) - host0;
+  const wallS = (Date.now() - t0) / 1000;
+  const per = (seconds: number) => (seconds * 1000) / Math.max(1, report.requests);
+  return {
+    report,
+    cpu: {
+      pier: per((await cpuSeconds(b.pid)) - pier0),
+      postgres: per(pg.seconds()),
+      loadGenerator: report.cpuMs / Math.max(1, report.requests),
+      host: per(hostS),
+      hostCores: hostS / wallS,
+    },
+  };
+}
+
+const fmtCpu = (c: CpuPerRequest) =>
+  `pier ${c.pier.toFixed(2)}, PostgreSQL ${c.postgres.toFixed(2)}, load generator ` +
+  `${c.loadGenerator.toFixed(2)}, host ${c.host.toFixed(2)} ms (host busy ${c.hostCores.toFixed(2)} cores)`;
 
 /** Path and query of a presigned URL: the worker sends everything to pier's listener. */
 const pathOf = (url: string) => {
@@ -112,7 +168,7 @@ function asLoad(r: MixedReport, durationS: number): LoadResult {
   };
 }
 
-function describe(label: string, r: MixedReport): void {
+function describe(label: string, r: MixedReport, cpu: CpuPerRequest): void {
   const kinds = Object.entries(r.p99MsByKind)
     .map(([k, ms]) => `${k} ${fmtMs(ms)}`)
     .join(', ');
@@ -121,6 +177,7 @@ function describe(label: string, r: MixedReport): void {
       `p50 ${fmtMs(r.p50Ms)}, p99 ${fmtMs(r.p99Ms)}, max ${fmtMs(r.maxMs)}; ` +
       `non-2xx ${r.non2xx}, errors ${r.errors}, timeouts ${r.timeouts}\n    p99 by kind: ${kinds}`,
   );
+  console.log(`    CPU per request: ${fmtCpu(cpu)}`);
   if (Object.keys(r.failures).length) console.log(`    failures: ${JSON.stringify(r.failures)}`);
   for (const f of r.failureBodies) console.log(`      ${f}`);
 }
@@ -134,6 +191,9 @@ async function warnings(b: MachinePier): Promise<string> {
     .join('\n');
 }
 
+const roundAll = (c: CpuPerRequest) =>
+  Object.fromEntries(Object.entries(c).map(([k, v]) => [k, round(v, 3)]));
+
 const mib = async (pid: number) => {
   const m = await memoryOf(pid);
   if (!m) throw new Error('pier is gone');
@@ -142,7 +202,7 @@ const mib = async (pid: number) => {
 
 const benchmark: Benchmark = {
   name: 'load-mixed',
-  description: `mixed traffic (API reads and writes, proxied app, bucket GET/PUT) at ${RATE} req/s per connection: ${CONNECTIONS} connections vs ${QUIET_CONNECTIONS}`,
+  description: `mixed traffic (API reads and writes, proxied app, bucket GET/PUT) at ${RATE} req/s per connection, paced ${PACING}: ${CONNECTIONS} connections vs ${QUIET_CONNECTIONS}`,
   async run(settings) {
     const loadS = process.env.BENCH_DURATION_S ? settings.durationS : DEFAULT_LOAD_S;
     return withMachineBench(
@@ -166,18 +226,19 @@ const benchmark: Benchmark = {
           putPaths,
           putBody: body,
           rate: RATE,
+          pacing: PACING,
         };
         const loadAverage1m = round(os.loadavg()[0]!, 2);
 
         // Warm-up (JIT, pools), then the quiet run and the memory it leaves.
         if (settings.warmupS > 0)
           await runMixed({ ...base, connections: QUIET_CONNECTIONS, durationS: settings.warmupS });
-        const quiet = await runMixed({
+        const { report: quiet, cpu: quietCpu } = await runMeasured(b, {
           ...base,
           connections: QUIET_CONNECTIONS,
           durationS: Math.min(QUIET_S, loadS),
         });
-        describe(`quiet (${QUIET_CONNECTIONS} connections)`, quiet);
+        describe(`quiet (${QUIET_CONNECTIONS} connections)`, quiet, quietCpu);
         await collectGarbage(inspector);
         const before = await mib(b.pid);
 
@@ -190,10 +251,21 @@ const benchmark: Benchmark = {
             await sleep(250);
           }
         })();
-        const load = await runMixed({ ...base, connections: CONNECTIONS, durationS: loadS });
-        sampling = false;
+        const { report: load, cpu: loadCpu } = await runMeasured(b, {
+          ...base,
+          connections: CONNECTIONS,
+          durationS: loadS,
+        }).finally(() => (sampling = false));
         await sampler;
-        describe(`load (${CONNECTIONS} connections, ${loadS} s)`, load);
+        describe(`load (${CONNECTIONS} connections, ${loadS} s)`, load, loadCpu);
+        // What the offered rate asks of the two cores, at the CPU per request just measured.
+        const offered = CONNECTIONS * RATE;
+        const cores = os.cpus().length;
+        const busy = (loadCpu.pier + loadCpu.postgres + loadCpu.loadGenerator) * offered;
+        console.log(
+          `  at ${offered} req/s, pier + PostgreSQL + load generator need ${(busy / 1000).toFixed(2)} ` +
+            `of ${cores} cores (pier alone ${((loadCpu.pier * offered) / 1000).toFixed(2)})`,
+        );
 
         await sleep(SETTLE_MS);
         await collectGarbage(inspector);
@@ -235,6 +307,9 @@ const benchmark: Benchmark = {
             loadAverage1m,
             loadAverage1mAfter: round(os.loadavg()[0]!, 2),
             ratePerConnection: RATE,
+            pacing: PACING,
+            quietCpuMsPerRequest: JSON.stringify(roundAll(quietCpu)),
+            loadCpuMsPerRequest: JSON.stringify(roundAll(loadCpu)),
             loadSeconds: loadS,
             p99Factor: round(p99Factor, 2),
             p99FactorGoal: MAX_P99_FACTOR,

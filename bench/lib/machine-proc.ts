@@ -109,3 +109,32 @@ export function cpuDelta(before: Map<number, number>, after: Map<number, number>
 export async function processCount(): Promise<number> {
   return (await readdir('/proc')).filter((e) => /^\d+$/.test(e)).length;
 }
+
+/**
+ * CPU used since `start()` by processes named `comm` whose command line contains `needle`,
+ * sampled now and then (`sample()`), so that a process which ends between two samples is
+ * counted up to its last sample rather than lost.
+ */
+export class CpuTally {
+  private readonly seen = new Map<number, { first: number; last: number }>();
+
+  constructor(
+    private readonly comm: string,
+    private readonly needle: string,
+  ) {}
+
+  async sample(): Promise<void> {
+    for (const [pid, s] of await cpuByCmdline(this.comm, this.needle)) {
+      const entry = this.seen.get(pid);
+      if (entry) entry.last = s;
+      else this.seen.set(pid, { first: s, last: s });
+    }
+  }
+
+  /** Seconds used between the first and the last sample of each process. */
+  seconds(): number {
+    let sum = 0;
+    for (const e of this.seen.values()) sum += e.last - e.first;
+    return sum;
+  }
+}

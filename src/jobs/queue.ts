@@ -55,11 +55,11 @@ export async function enqueue(
         .where('state', 'in', ['queued', 'running'])
         .doNothing(),
     )
-    .returning('id')
+    // The NOTIFY rides in the insert's own statement: evaluated only for a row inserted
+    // (not for a duplicate), and no round trip of its own. Inside a transaction PostgreSQL
+    // delivers it only at commit: workers wake exactly when the job becomes visible.
+    .returning(['id', sql<void>`pg_notify('pier_jobs', '')`.as('notified')])
     .executeTakeFirst();
-  // Inside a transaction PostgreSQL delivers this only at commit: workers wake exactly
-  // when the job becomes visible to them.
-  if (row) await sql`SELECT pg_notify('pier_jobs', '')`.execute(ex);
   return row ? Number(row.id) : undefined;
 }
 

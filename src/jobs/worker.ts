@@ -42,6 +42,12 @@ export class JobWorker {
   private listener: pg.PoolClient | undefined;
   private polling = false;
   private stopped = false;
+  /** Work may be waiting (a notice, a tick) that no claim has looked for yet. */
+  private wanted = false;
+  /** The last look stopped at the concurrency limit, not at an empty queue. */
+  private full = false;
+  /** The next look first fails the jobs whose worker died on their last try. */
+  private reap = false;
 
   constructor(private readonly opts: WorkerOptions) {}
 
@@ -52,7 +58,9 @@ export class JobWorker {
     this.listener.on('notification', () => this.poke());
     this.listener.on('error', () => {});
     await this.listener.query(`LISTEN ${JOBS_CHANNEL}`);
-    this.timer = setInterval(() => this.poke(), this.opts.pollMs ?? 1000);
+    // The tick also reaps jobs whose worker died on their last try: once a tick, not on
+    // every notice (one per enqueued job), which is where the load is.
+    this.timer = setInterval(() => this.poke(true), this.opts.pollMs ?? 1000);
     this.heartbeat = setInterval(
       () => {
         if (this.running.size > 0) {
@@ -63,24 +71,39 @@ export class JobWorker {
       },
       Math.max(100, Math.floor(leaseMs / 3)),
     );
-    this.poke();
+    this.poke(true);
   }
 
-  /** Looks for work now. */
-  poke(): void {
+  /**
+   * Looks for work now; `reap` first fails the jobs whose worker died on their last try.
+   * A poke during a look is not lost: the look goes round once more.
+   */
+  poke(reap = false): void {
+    this.wanted = true;
+    this.reap ||= reap;
     if (this.stopped || this.polling) return;
     this.polling = true;
     this.fill()
       .catch((err) => this.opts.log.warn({ err }, 'job poll failed'))
       .finally(() => {
         this.polling = false;
+        if (this.wanted) this.poke();
       });
   }
 
   private async fill(): Promise<void> {
-    await failExhausted(this.opts.db);
+    this.wanted = false;
+    if (this.reap) {
+      this.reap = false;
+      await failExhausted(this.opts.db);
+    }
     const max = this.opts.concurrency ?? 4;
-    while (!this.stopped && this.running.size < max) {
+    this.full = false;
+    while (!this.stopped) {
+      if (this.running.size >= max) {
+        this.full = true;
+        return;
+      }
       const job = await claimNext(
         this.opts.db,
         this.opts.catalogue.kinds(),
@@ -94,7 +117,10 @@ export class JobWorker {
         .catch((err) => this.opts.log.error({ err, jobId: job.id }, 'job outcome not recorded'))
         .finally(() => {
           this.running.delete(job.id);
-          this.poke();
+          // A free place matters only if the last look left jobs for lack of one: after
+          // an empty queue, new jobs announce themselves (NOTIFY) and the tick finds the
+          // rest (retries, jobs due later), so no empty claim follows every job.
+          if (this.full) this.poke();
         });
       this.running.set(job.id, p);
     }

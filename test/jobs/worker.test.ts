@@ -126,6 +126,46 @@ describe('durable jobs', () => {
     await sql`DELETE FROM jobs WHERE id = ${first!}`.execute(store.db);
   });
 
+  it('runs a burst of more jobs than its places, and a job enqueued once idle, without its tick', async () => {
+    // No tick within the test: only the NOTIFY of each enqueue and the places jobs free
+    // may wake the worker, so a job left waiting for the tick would not run.
+    const w = new JobWorker({
+      db: store.db,
+      pool: store.pool,
+      catalogue,
+      log: pino({ level: 'silent' }),
+      leaseMs: 5000,
+      pollMs: 600_000,
+      concurrency: 2,
+    });
+    await w.start();
+    try {
+      const labels = ['b1', 'b2', 'b3', 'b4', 'b5'];
+      await store.db.transaction().execute(async (tx) => {
+        for (const label of labels) await enqueue(tx, catalogue, 'test.two-steps', { label });
+      });
+      for (const label of labels) {
+        expect(
+          await until(
+            () => marks(label),
+            (m) => m.length === 2,
+            10_000,
+          ),
+        ).toHaveLength(2);
+      }
+      await enqueue(store.db, catalogue, 'test.two-steps', { label: 'b6' });
+      expect(
+        await until(
+          () => marks('b6'),
+          (m) => m.length === 2,
+          10_000,
+        ),
+      ).toHaveLength(2);
+    } finally {
+      await w.stop();
+    }
+  });
+
   it('finishes a job whose worker was killed mid-job, without redoing finished steps', async () => {
     const child = spawn(
       process.execPath,

@@ -6,6 +6,7 @@ import {
   deleteObjects,
   getObject,
   headObject,
+  openObject,
   putObject,
   type ObjectMeta,
 } from '../../services/buckets/objects.js';
@@ -161,7 +162,7 @@ export async function handleGetObject(
     return reply.header('content-length', String(head.size)).code(200).send();
   }
   if (head.size === 0) return reply.header('content-length', '0').code(200).send('');
-  const { body } = await getObject(ctx, a.grant.bucketId, t.key!, range);
+  const body = await openObject(ctx, a.grant.bucketId, head, range);
   const length = range ? range.end - range.start + 1 : head.size;
   // Small objects go out as one buffer: one write with the headers instead of a stream.
   const payload = length <= SMALL_OBJECT_BYTES ? await buffer(body) : body;

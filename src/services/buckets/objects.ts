@@ -212,10 +212,23 @@ export async function getObject(
 ): Promise<{ meta: ObjectMeta; body: Readable }> {
   const meta = await headObject(ctx.db, bucketId, key);
   if (!meta) throw new ObjectError('NoSuchKey', 'The specified key does not exist.', { Key: key });
+  return { meta, body: await openObject(ctx, bucketId, meta, range) };
+}
+
+/**
+ * The bytes of the version `head` describes (from `headObject`): a GET that has read the
+ * row for its headers and preconditions sends the very bytes of that row, without a
+ * second lookup that a concurrent write could answer with another version.
+ */
+export function openObject(
+  ctx: ServiceContext,
+  bucketId: string,
+  head: ObjectMeta & { blobId: string },
+  range?: { start: number; end: number },
+): Promise<Readable> {
   // The whole object is asked for as a range too, so the store knows how much it reads.
-  const whole = meta.size > 0 ? { start: 0, end: meta.size - 1 } : undefined;
-  const body = await ctx.blobs.get(bucketId, meta.blobId, range ?? whole);
-  return { meta, body };
+  const whole = head.size > 0 ? { start: 0, end: head.size - 1 } : undefined;
+  return ctx.blobs.get(bucketId, head.blobId, range ?? whole);
 }
 
 /** Deletes keys; answers the ones that existed. Their bytes go by durable job. */
