@@ -10,7 +10,7 @@
 import { gzipSync } from 'node:zlib';
 import { Header, Pax } from 'tar';
 import { z } from 'zod';
-import type { RawBody, ToolRoute } from './tools.js';
+import type { RawBody, ToolRoute } from './tool-route.js';
 
 /** Files one call may carry, and their total size in bytes (UTF-8). */
 export const UPLOAD_FILES_MAX = 2000;
