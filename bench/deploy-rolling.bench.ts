@@ -52,9 +52,11 @@ const benchmark: Benchmark = {
         await sleep(settings.durationS * 1000);
         hammer.phase('during');
         const started = Date.now();
-        const d = await deployAndWait(b, APP, { image: v2 });
+        const steps: string[] = [];
+        const d = await deployAndWait(b, APP, { image: v2 }, steps);
         deployMs = Date.now() - started;
         console.log(`  deploy ${d.id} → release ${d.release} in ${deployMs} ms`);
+        console.log(`    ${steps.join(' → ')}`);
       } finally {
         await hammer.stop();
       }
