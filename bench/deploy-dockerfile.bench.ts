@@ -55,6 +55,12 @@ async function pierSample(b: MachinePier, from: string, page: string): Promise<S
   watch.step('upload');
   const build = await buildAndWait(b, APP, source);
   watch.step('build');
+  // Where the build's time went, by its own record: waiting for its job, then the builder.
+  const at = (t: string) => Date.parse(t);
+  console.log(
+    `    build: queued ${at(build.startedAt) - at(build.createdAt)} ms, ` +
+      `building ${at(build.finishedAt) - at(build.startedAt)} ms`,
+  );
   const steps: string[] = [];
   await deployAndWait(
     b,
