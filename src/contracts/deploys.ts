@@ -66,8 +66,11 @@ export const releaseSchema = z.object({
 export type Release = z.infer<typeof releaseSchema>;
 export const releaseListSchema = z.array(releaseSchema);
 
-export const rollbackBody = z.strictObject({
-  version: z.number().int().min(1).optional(),
-});
+export const rollbackBody = z
+  .strictObject({
+    version: z.number().int().min(1).optional(),
+  })
+  // No body at all is a rollback to the release before (as `curl -X POST` sends it).
+  .nullish();
 
 export const deployIdParams = z.object({ id: z.string().min(1).max(64) });

@@ -80,8 +80,7 @@ export function deployRoutes(root: FastifyInstance, { ctx }: AppDeps): void {
       tags,
       summary: 'Deploy a recorded release again (default: the one live before the current)',
       params: appParams,
-      // No body at all is a rollback to the release before (as `curl -X POST` sends it).
-      body: rollbackBody.nullish(),
+      body: rollbackBody,
       response: { 202: deploySchema },
     },
     handler: async (req, reply) =>
