@@ -12,6 +12,7 @@ import { startEmbeddedCluster, type EmbeddedCluster } from '../../src/store/embe
 import { buildCli } from './cli-build.js';
 import { runIdentityPrefix, sweepDeadRuns, sweepRun } from './identities.js';
 import { sweepStaleDataDirs } from './stale-data-dirs.js';
+import { sweepStaleNetns } from './stale-netns.js';
 
 declare module 'vitest' {
   export interface ProvidedContext {
@@ -27,10 +28,12 @@ let dir: string | undefined;
 const cliDir = path.resolve('.test-results', `cli-${process.pid}`);
 
 export async function setup(project: TestProject): Promise<void> {
-  // Database identities (OS users) and data dirs (mounted pools) that crashed runs left;
+  // Database identities (OS users), data dirs (mounted pools) and machine network
+  // namespaces that crashed runs left;
   // this run's identities get its prefix.
   await sweepDeadRuns();
   await sweepStaleDataDirs();
+  await sweepStaleNetns();
   project.provide('identityPrefix', runIdentityPrefix());
   project.provide('cliEntry', await buildCli(cliDir));
   let url = process.env.PIER_TEST_DATABASE_URL;
