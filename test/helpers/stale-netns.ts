@@ -1,5 +1,6 @@
 /**
- * Machine network namespaces (`pier-mch-…`, /run/netns) that a killed test run left: the
+ * Machine namespaces (`pier-mch-…`: /run/netns, and the user namespace kept beside it)
+ * that a killed test run left: the
  * run's data dir went (or was never swept) with the machine still made, so nothing will
  * ever destroy it. Each run removes them at its start. A namespace is left alone while a
  * process is inside it, or while a data dir under the temp dir still holds the machine's
@@ -12,6 +13,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { vethName } from '../../src/runtime/sandbox/names.js';
+import { releaseMachineNamespaces, usernsFile } from '../../src/runtime/sandbox/userns.js';
 
 const run = promisify(execFile);
 const MACHINE_NETNS = /^pier-(mch-[a-z0-9]+)$/;
@@ -30,13 +32,21 @@ async function recorded(id: string, tmp: string): Promise<boolean> {
 
 export async function sweepStaleNetns(tmp = os.tmpdir()): Promise<string[]> {
   const removed: string[] = [];
-  for (const ns of await readdir('/run/netns').catch(() => [] as string[])) {
+  // A machine's namespaces are kept as files: its netns, and its user namespace beside it.
+  const files = [
+    ...(await readdir('/run/netns').catch(() => [] as string[])),
+    ...(await readdir(path.dirname(usernsFile('x'))).catch(() => [] as string[])),
+  ];
+  for (const ns of new Set(files)) {
     const id = MACHINE_NETNS.exec(ns)?.[1];
     if (!id) continue;
-    const pids = await run('ip', ['netns', 'pids', ns]).catch(() => ({ stdout: 'unknown' }));
+    // No netns file any more (only the user namespace left): nothing can be inside.
+    const pids = await run('ip', ['netns', 'pids', ns]).catch((err: { stderr?: string }) => ({
+      stdout: /No such file/.test(err.stderr ?? '') ? '' : 'unknown',
+    }));
     if (pids.stdout.trim() !== '' || (await recorded(id, tmp))) continue;
     await run('ip', ['link', 'del', 'dev', vethName(id)]).catch(() => undefined);
-    await run('ip', ['netns', 'del', ns]).catch(() => undefined);
+    await releaseMachineNamespaces(ns);
     removed.push(ns);
   }
   return removed;
