@@ -261,13 +261,21 @@ export async function revealSecrets(
    * Only those marked `build: true`: what a build sees (as build secrets, `RUN
    * --mount=type=secret,id=NAME`), never written into a layer.
    */
-  opts: { buildOnly?: boolean } = {},
+  opts: {
+    buildOnly?: boolean;
+    /**
+     * `own`: the app's own values (what a release records); `managed`: the platform's (a
+     * database URL, bucket keys: always today's, deploys/release-secrets.ts).
+     */
+    only?: 'own' | 'managed';
+  } = {},
 ): Promise<Record<string, string>> {
   let query = ex
     .selectFrom('secrets')
     .select(['name', 'nonce', 'ciphertext'])
     .where('app_id', '=', appId);
   if (opts.buildOnly) query = query.where('build', '=', true);
+  if (opts.only) query = query.where('managed_reason', opts.only === 'own' ? 'is' : 'is not', null);
   const all = await query.execute();
   return Object.fromEntries(all.map((s) => [s.name, ctx.box.open(s, bindingOf(appId, s.name))]));
 }

@@ -13,7 +13,8 @@ import { findBuild } from '../builds/records.js';
 import type { ServiceContext } from '../context.js';
 import { DeployFailure } from './failure.js';
 import { type DeployRow, releaseConfig, releasesQuery } from './records.js';
-import { openReleaseSecrets, sealReleaseSecrets, secretsNow } from './release-secrets.js';
+import { revealSecrets } from '../secrets.js';
+import { openReleaseSecrets, sealReleaseSecrets } from './release-secrets.js';
 
 interface Pinned {
   image: string;
@@ -98,7 +99,7 @@ async function fromImage(
   signal: AbortSignal,
 ): Promise<Pinned> {
   const config = deploy.config as unknown as MachineConfig;
-  const secrets = await secretsNow(ctx.db, ctx, deploy.app_id, 'own');
+  const secrets = await revealSecrets(ctx.db, ctx, deploy.app_id, { only: 'own' });
   if (deploy.image.startsWith('build:')) {
     const build = await findBuild(ctx.db, deploy.org_id, deploy.image.slice(6)).catch(() => {
       throw new DeployFailure(`The build ${deploy.image.slice(6)} is gone.`);

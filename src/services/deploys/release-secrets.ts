@@ -5,9 +5,7 @@
  * back exactly the values of its target. Managed secrets (a database's URL, a bucket's
  * keys) are not recorded: the platform rotates them, so machines always get today's.
  */
-import type { Executor } from '../../store/db.js';
 import type { ServiceContext } from '../context.js';
-import { bindingOf } from '../secrets.js';
 
 export interface SealedSecrets {
   names: string[];
@@ -41,23 +39,4 @@ export function openReleaseSecrets(
       bindingOfRelease(release.id),
     ),
   ) as Record<string, string>;
-}
-
-/**
- * The app's secret values now: its own (what a new release records) or the managed ones
- * (which machines always get as they are today).
- */
-export async function secretsNow(
-  ex: Executor,
-  ctx: ServiceContext,
-  appId: string,
-  which: 'own' | 'managed',
-): Promise<Record<string, string>> {
-  const rows = await ex
-    .selectFrom('secrets')
-    .select(['name', 'nonce', 'ciphertext'])
-    .where('app_id', '=', appId)
-    .where('managed_reason', which === 'own' ? 'is' : 'is not', null)
-    .execute();
-  return Object.fromEntries(rows.map((s) => [s.name, ctx.box.open(s, bindingOf(appId, s.name))]));
 }

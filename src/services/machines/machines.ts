@@ -15,7 +15,7 @@ import type { ServiceContext } from '../context.js';
 import { nameAvailability } from '../names.js';
 import { assertOrgRoom, type OrgAddition } from '../org-limits.js';
 import { revealSecrets } from '../secrets.js';
-import { openReleaseSecrets, secretsNow } from '../deploys/release-secrets.js';
+import { openReleaseSecrets } from '../deploys/release-secrets.js';
 import { attachVolume } from '../volumes/attachments.js';
 import { createVolume } from '../volumes/volumes.js';
 import type { Machine, MachineConfig, MachineConfigInput } from '../../contracts/machines.js';
@@ -229,7 +229,7 @@ async function machineSecrets(ctx: ServiceContext, row: MachineRow) {
   if (!release) return revealSecrets(ctx.db, ctx, row.app_id);
   return {
     ...openReleaseSecrets(ctx, release),
-    ...(await secretsNow(ctx.db, ctx, row.app_id, 'managed')),
+    ...(await revealSecrets(ctx.db, ctx, row.app_id, { only: 'managed' })),
   };
 }
 
