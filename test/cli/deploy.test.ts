@@ -111,6 +111,7 @@ describe.skipIf(!canRunMachines)('pier deploy and its family', () => {
         `FROM ${base}`,
         'COPY . /www/',
         'RUN echo files in the context: $(ls -A /www)',
+        'EXPOSE 8080',
         'CMD ["httpd", "-f", "-p", "8080", "-h", "/www"]',
       ].join('\n'),
       'index.html': 'deployed by the cli\n',
@@ -119,9 +120,9 @@ describe.skipIf(!canRunMachines)('pier deploy and its family', () => {
       'notes/keep.txt': 'yes',
       '.git/HEAD': 'ref: refs/heads/main',
     });
-    // --port: the first release listens on 8080 (the default would be 3000); later deploys
+    // EXPOSE: the first release listens on 8080 (the default would be 3000); later deploys
     // keep the live release's config.
-    const r = await pier(['deploy', dir, '--app', 'web', '--port', '8080', '--progress'], LONG);
+    const r = await pier(['deploy', dir, '--app', 'web', '--progress'], LONG);
     expect(r.code, r.stderr).toBe(0);
     // The meter (off a terminal only with --progress) ends at 100 %.
     expect(r.stderr).toMatch(/^upload web {2}.* 100% {2}[\d.]+ MB\/s$/m);

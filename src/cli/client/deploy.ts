@@ -51,7 +51,7 @@ export function registerDeploy(program: Command): void {
     )
     .option(
       '--port <n>',
-      "the port the app listens on (default: the live release's, else detected, else 3000)",
+      "the port the app listens on (default: the live release's, else detected, else the Dockerfile's EXPOSE, else 3000)",
       wholeNumber,
     )
     .option('--image <ref>', 'deploy this image (an OCI reference or build:<id>) without building')

@@ -31,6 +31,7 @@ export function buildJobs(get: () => ServiceContext) {
         const finish = async (set: {
           state: 'done' | 'failed';
           image_digest?: string;
+          internal_port?: number;
           error?: string;
         }) => {
           const [updated] = await ctx.db
@@ -89,7 +90,16 @@ export function buildJobs(get: () => ServiceContext) {
             signal: job.signal,
             building: () => crashPoint('builds.run', 'building', job.attempt),
           });
-          await finish({ state: 'done', image_digest: digest });
+          // A Dockerfile's EXPOSE names the port when detect found none (as `fly launch` reads it).
+          const exposed =
+            found.internalPort === undefined
+              ? (await ctx.images?.get(digest))?.config.exposedPorts?.[0]
+              : undefined;
+          await finish({
+            state: 'done',
+            image_digest: digest,
+            ...(exposed ? { internal_port: exposed } : {}),
+          });
         } catch (err) {
           // Interrupted by shutdown: the next try builds again.
           if (job.signal.aborted) throw err;
