@@ -335,7 +335,10 @@ export class LocalBuilder implements SourceBuilder {
     }
   }
 
-  /** The network the RUN steps of build `id` join, when there is a lender (and the empty /sys they get with it). */
+  /**
+   * The network the RUN steps of build `id` join, when there is a lender, and the empty
+   * /sys they get with it (made once; read-only for everyone).
+   */
   private async lendNetwork(id: string): Promise<BuildNetwork | undefined> {
     if (!this.opts.network) return undefined;
     await mkdir(path.join(EMPTY_SYS_DIR, 'fs', 'cgroup'), { recursive: true, mode: 0o555 });
