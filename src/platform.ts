@@ -208,6 +208,21 @@ export async function startPlatform(config: Config, opts: PlatformOptions = {}):
       const store = hostImageStore({ dataDir: config.dataDir, log, outbound, imageLimits: limits });
       return { outbound, limits, store };
     })();
+    const machines = hostRuntime({
+      dataDir: config.dataDir,
+      pool,
+      log: logger.child({ component: 'machines' }),
+      network: { bridge: config.machinesBridge, cidr: config.machinesCidr },
+      sandboxRuntime: config.machineRuntime,
+      // Machines' egress: private ranges stay closed to them unless the operator opens them.
+      walls: { allowPrivate: config.allowPrivateTargets },
+      outbound: images.outbound,
+      imageLimits: images.limits,
+      images: images.store,
+      platformCaFile: tls.publicCaFile,
+      // The services listener binds the bridge's gateway once the bridge exists.
+      onBridgeUp: async () => late.services?.bind(),
+    });
     const ctx: ServiceContext = {
       db: store.db,
       clock,
@@ -229,21 +244,7 @@ export async function startPlatform(config: Config, opts: PlatformOptions = {}):
         checkpointsInFlight: new Set(),
       },
       outbound,
-      machines: hostRuntime({
-        dataDir: config.dataDir,
-        pool,
-        log: logger.child({ component: 'machines' }),
-        network: { bridge: config.machinesBridge, cidr: config.machinesCidr },
-        sandboxRuntime: config.machineRuntime,
-        // Machines' egress: private ranges stay closed to them unless the operator opens them.
-        walls: { allowPrivate: config.allowPrivateTargets },
-        outbound: images.outbound,
-        imageLimits: images.limits,
-        images: images.store,
-        platformCaFile: tls.publicCaFile,
-        // The services listener binds the bridge's gateway once the bridge exists.
-        onBridgeUp: async () => late.services?.bind(),
-      }),
+      machines,
       images: images.store,
       // Builds run on this host and put their images into the machines' image store.
       builder: new LocalBuilder({
@@ -251,6 +252,8 @@ export async function startPlatform(config: Config, opts: PlatformOptions = {}):
         cgroups: () => CgroupSet.detect(),
         images: images.store,
         log: logger.child({ component: 'builds' }),
+        // RUN steps join a network the machines runtime lends, behind the machines' walls.
+        network: (buildId) => machines.buildNetwork(buildId),
         limits: {
           timeoutS: config.buildTimeoutS,
           memoryMb: config.buildMemoryMb,

@@ -49,7 +49,9 @@ export function hostImageStore(
 }
 
 /** A `MachineRuntime` whose every call first makes (once) the local runtime. */
-export function hostRuntime(opts: HostRuntimeOptions): MachineRuntime {
+export function hostRuntime(
+  opts: HostRuntimeOptions,
+): MachineRuntime & Required<Pick<MachineRuntime, 'buildNetwork'>> {
   let made: Promise<LocalRuntime> | undefined;
   const get = () => {
     made ??= (async () => {
@@ -94,6 +96,7 @@ export function hostRuntime(opts: HostRuntimeOptions): MachineRuntime {
     guest: async (id) => (await get()).guest(id),
     cpuTime: async (id) => (await get()).cpuTime(id),
     shell: async (id, o) => (await get()).shell(id, o),
+    buildNetwork: async (buildId) => (await get()).buildNetwork(buildId),
     // Never makes the runtime just to close it (a platform without machines stays so).
     close: async () => (made ? (await made.catch(() => undefined))?.close() : undefined),
   };

@@ -216,8 +216,27 @@ export interface MachineRuntime {
   /** Whether checkpoints with memory can be taken on this host, and if not, why. */
   memoryCheckpoints(): Promise<{ supported: boolean; reason: string }>;
   /**
+   * Lends build `buildId` a network for its RUN steps: a namespace on the machines'
+   * network, behind their walls as a machine of a group of its own (no machine, no port
+   * of the host, the internet as an app's machine has it by default). Its `release` takes
+   * it back; one a crash of pier left is taken back at the next start (`recover`).
+   */
+  buildNetwork?(buildId: string): Promise<BuildNetwork>;
+  /**
    * Stops what the runtime serves beside its machines (their resolver, timers); the
    * machines themselves keep running, as they do across a restart of pier.
    */
   close?(): Promise<void>;
+}
+
+/** A network lent to one build (MachineRuntime.buildNetwork). */
+export interface BuildNetwork {
+  /** The network namespace's file, for `buildah --network ns:<path>`. */
+  netnsPath: string;
+  /** Its address on the machines' network. */
+  ip: string;
+  /** The machines' resolver (the gateway), absent when the host gives machines none. */
+  dns?: string;
+  /** Removes the namespace and takes the address back (idempotent). */
+  release(): Promise<void>;
 }

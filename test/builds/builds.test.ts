@@ -4,8 +4,10 @@
  * store, run as a machine with `build:<id>` (in its own organization only); build
  * secrets that reach RUN steps and never the logs or layers; a RUN step as an attacker
  * (host files, loopback API, the platform database, a database front, another
- * organization's machine, capabilities, mounts, forks past the process cap), with the
- * host's nft ruleset the same before and after; and detect, whose Dockerfile a build
+ * organization's machine, capabilities, mounts, forks past the process cap), in the
+ * network namespace pier lent the build (an address on the machines' network, the
+ * internet reached, nothing of the host's), with the host's nft ruleset the same before
+ * and after and nothing of the build's network left; and detect, whose Dockerfile a build
  * without one uses. The caps (disk, memory, fork bomb, time) are in caps.test.ts.
  */
 import { execFile } from 'node:child_process';
@@ -18,12 +20,17 @@ import { busyboxLayer, DEFAULT_APPLETS } from '../../src/runtime/images/build.te
 import { hostBinariesLayer } from '../../src/runtime/images/host-binaries.test-helper.js';
 import type { TestOrg } from '../helpers/platform.js';
 import { canRunMachines, startMachineBed, type MachineBed } from '../machines/bed.js';
+import { gatewayOf, isMachineIp } from '../../src/runtime/sandbox/cidr.js';
 import { KEPT_BUILDS, pruneBuilds } from '../../src/services/builds/prune.js';
 import { listening } from '../databases/helpers.js';
+import { makeInternet, removeInternet, type Internet } from '../helpers/internet.js';
 import { sourceArchive, uploadSource } from './archive.js';
+import { buildNetworkLeft } from './network-left.js';
 
 const execFileP = promisify(execFile);
-const APPLETS = [...new Set([...DEFAULT_APPLETS, 'nc', 'grep', 'seq', 'mount', 'wc', 'mkdir'])];
+const APPLETS = [
+  ...new Set([...DEFAULT_APPLETS, 'nc', 'grep', 'seq', 'mount', 'wc', 'mkdir', 'ip', 'printf']),
+];
 
 let bed: MachineBed;
 let base: string;
@@ -32,6 +39,8 @@ let other: TestOrg;
 let otherMachineIp: string;
 /** A database's front (a TCP relay on the host), which no build may reach. */
 let frontPort: number;
+/** What a build's RUN step may reach beyond the host. */
+let internet: Internet;
 const marker = `/tmp/pier-build-marker-${process.pid}`;
 
 /** Where the image store keeps the unpacked root of `digest`. */
@@ -114,6 +123,8 @@ beforeAll(async () => {
     buildPids: 64,
     buildDiskGb: 1,
     buildMemoryMb: 256,
+    // The stand-in internet is in a private range, as it must be on a test host.
+    allowPrivateTargets: true,
   });
   base = await bed.image('base:1', {
     layers: [busyboxLayer(APPLETS), [{ path: 'run/', type: 'dir' }]],
@@ -137,6 +148,8 @@ beforeAll(async () => {
   );
   expect(m.status).toBe(201);
   otherMachineIp = m.body.privateIp;
+  // Made once the bed's bridge stands, so that its range is another.
+  internet = await makeInternet(240);
   const db = await bed.req('POST', '/v1/resources', { name: 'bdb', kind: 'postgres' });
   expect(db.status, JSON.stringify(db.body)).toBe(201);
   frontPort = db.body.port;
@@ -145,6 +158,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await rm(marker, { force: true });
+  await removeInternet(internet);
   // The bed destroys its own organization's machines; the other one's is ours to destroy.
   for (const m of (await bed?.req('GET', '/v1/apps/theirs/machines', undefined, other?.token))
     ?.body ?? []) {
@@ -189,8 +203,10 @@ describe.skipIf(!canRunMachines)('builds', () => {
     expect(log).not.toContain('tok-3141592653');
     // The build's root is the machines' remapped root: host uid 200000, not 0.
     expect(log).toMatch(/uid_map:\s+0\s+200000\s+65536/);
-    // buildah added no tables, chains or rules to the host's firewall.
+    // buildah added no tables, chains or rules to the host's firewall, and the build's
+    // place in the walls went with its network.
     expect(await nftRuleset()).toBe(before);
+    expect(await buildNetworkLeft(bed.tp.dataDir, b.id)).toEqual([]);
     built = b;
 
     // A rebuild with only a source change reuses the app's layer cache for the steps before it.
@@ -234,20 +250,33 @@ describe.skipIf(!canRunMachines)('builds', () => {
     expect(m.body.code).toBe('build-not-found');
   });
 
-  it('holds a RUN step like a machine: no host files, loopback, database, other orgs, capabilities, mounts; a fork bomb stops', async () => {
+  it('holds a RUN step like a machine: its own address behind the walls, the internet, and no host files, loopback, database, store, other orgs, capabilities, mounts; a fork bomb stops', async () => {
     const apiPort = new URL(bed.tp.url).port;
-    const gateway = otherMachineIp.replace(/\.\d+$/, '.1');
+    const { machinesCidr, servicesPort } = bed.tp.platform.config;
+    const gateway = gatewayOf(machinesCidr);
     // The host itself reaches the front: a refusal below is the build's walls.
     expect(await listening(frontPort)).toBe(true);
+    const probe = (name: string, host: string, port: number | string) =>
+      `(nc -w 3 ${host} ${port} </dev/null && echo "${name}: reached" || echo "${name}: refused")`;
     const { build: b, log } = await build('attack', {
       Dockerfile: [
         `FROM ${base}`,
         `RUN cat ${marker} || echo "host file: refused"`,
-        `RUN nc -w 3 127.0.0.1 ${apiPort} </dev/null && echo "loopback api: reached" || echo "loopback api: refused"`,
-        'RUN nc -w 3 127.0.0.1 5432 </dev/null && echo "database: reached" || echo "database: refused"',
-        `RUN nc -w 3 ${otherMachineIp} 8080 </dev/null && echo "other org: reached" || echo "other org: refused"`,
-        // The database's front, on loopback and on the machines' gateway.
-        `RUN for h in 127.0.0.1 ${gateway}; do nc -w 3 $h ${frontPort} </dev/null && echo "front $h: reached" || echo "front $h: refused"; done`,
+        // Its own network: an address of the machines', the way out and the resolver.
+        'RUN ip addr show dev eth0; ip route; cat /etc/resolv.conf',
+        `RUN printf 'GET / HTTP/1.0\\r\\n\\r\\n' | nc -w 3 ${internet.at(2)} 8080; echo`,
+        `RUN ${probe('loopback api', '127.0.0.1', apiPort)}`,
+        `RUN ${probe('database', '127.0.0.1', 5432)}`,
+        // What the host serves machines on the gateway (the API and the S3 gateway of the
+        // services listener, a database's front) and another organization's machine: each
+        // a dropped connection (a 3 s wait), so all at once.
+        `RUN ${[
+          probe('api on gateway', gateway, apiPort),
+          probe('store on gateway', gateway, servicesPort),
+          probe('front on gateway', gateway, frontPort),
+          probe('front on loopback', '127.0.0.1', frontPort),
+          probe('other org', otherMachineIp, 8080),
+        ].join(' & ')} & wait`,
         'RUN grep CapEff /proc/self/status; mkdir -p /mnt/x; mount -t tmpfs none /mnt/x || echo "mount: refused"',
         // Forks past the build's process cap fail (and the step itself goes on).
         'RUN sh -c "for i in \\$(seq 200); do sleep 4 & done" 2>&1 | grep -m1 fork; echo "fork bomb over"',
@@ -257,13 +286,25 @@ describe.skipIf(!canRunMachines)('builds', () => {
     expect(b.state, log).toBe('done');
     expect(log).toContain('host file: refused');
     expect(log).not.toContain('host secret');
-    expect(log).toContain('loopback api: refused');
-    expect(log).not.toMatch(/^(loopback api|database|other org): reached$/m);
-    expect(log).toContain('database: refused');
-    expect(log).toContain('other org: refused');
-    expect(log).toContain('front 127.0.0.1: refused');
-    expect(log).toContain(`front ${gateway}: refused`);
-    expect(log).not.toMatch(/^front \S+: reached$/m);
+    const [, ip, prefix] = /inet (\S+)\/(\d+)/.exec(log) ?? [];
+    expect(isMachineIp(machinesCidr, ip ?? ''), log).toBe(true);
+    expect(`${ip}/${prefix}`).not.toBe(`${otherMachineIp}/${machinesCidr.split('/')[1]}`);
+    expect(prefix).toBe(machinesCidr.split('/')[1]);
+    expect(log).toMatch(new RegExp(`default via ${gateway.replace(/\./g, '\\.')} dev eth0`));
+    expect(log).toContain(`nameserver ${gateway}`);
+    // The internet saw the host's address (NAT), not the build's.
+    expect(log).toContain(`seen ${internet.host} on ${internet.at(2)}`);
+    for (const name of [
+      'loopback api',
+      'database',
+      'api on gateway',
+      'store on gateway',
+      'front on gateway',
+      'front on loopback',
+      'other org',
+    ])
+      expect(log).toMatch(new RegExp(`^${name}: refused$`, 'm'));
+    expect(log).not.toMatch(/^[a-z ]+: reached$/m);
     expect(log).toContain('mount: refused');
     // Capabilities, if any, are of the build's user namespace: never CAP_SYS_ADMIN.
     const capEff = /CapEff:\s*([0-9a-f]+)/.exec(log)?.[1];
@@ -272,6 +313,7 @@ describe.skipIf(!canRunMachines)('builds', () => {
     expect(log).toMatch(/can't fork/);
     expect(log).toContain('fork bomb over');
     expect(log).toContain('survived');
+    expect(await buildNetworkLeft(bed.tp.dataDir, b.id)).toEqual([]);
   }, 180_000);
 
   it('prunes old builds with their logs and images, but keeps one a machine runs', async () => {

@@ -3,7 +3,7 @@
  * in seconds): a RUN step that fills the disk past the app's build volume, one that
  * allocates past the memory cap, a fork bomb (the process cap), and one that runs past the
  * time cap. Each ends the build `failed` with an `error` naming the cap, and leaves none
- * of its processes, runc state or RUN bundles behind. The four builds run at once (four
+ * of its processes, runc state, RUN bundles or network behind. The four builds run at once (four
  * apps), started before the tests, so the file costs about the time cap.
  */
 import { execFile } from 'node:child_process';
@@ -13,6 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { busyboxLayer, DEFAULT_APPLETS } from '../../src/runtime/images/build.test-helper.js';
 import { canRunMachines, startMachineBed, type MachineBed } from '../machines/bed.js';
 import { sourceArchive, uploadSource } from './archive.js';
+import { buildNetworkLeft } from './network-left.js';
 
 const execFileP = promisify(execFile);
 const APPLETS = [...DEFAULT_APPLETS, 'dd'];
@@ -113,7 +114,7 @@ describe.skipIf(!canRunMachines)('build caps', () => {
     expect(log).not.toContain('forks: not cut');
   });
 
-  it('fails a build past the time cap, and leaves none of its processes, runc state or bundles', async () => {
+  it('fails a build past the time cap, and leaves none of its processes, runc state, bundles or network', async () => {
     const { build: b, log, ms } = await builds.get('slow')!;
     expect(b.state, log).toBe('failed');
     expect(b.error, log).toBe(`The build ran past its time cap of ${CAPS.buildTimeoutS} s.`);
@@ -124,6 +125,10 @@ describe.skipIf(!canRunMachines)('build caps', () => {
     const ps = (await execFileP('ps', ['-eo', 'args'])).stdout;
     expect(ps).not.toContain('sleep 3001');
     expect(ps).not.toContain('sleep 600');
-    for (const e of ended) expect(await leftoversOf(e.build.id)).toEqual([]);
+    for (const e of ended) {
+      expect(await leftoversOf(e.build.id)).toEqual([]);
+      // Nor of the network lent to it: a failed build returns it as a done one does.
+      expect(await buildNetworkLeft(bed.tp.dataDir, e.build.id)).toEqual([]);
+    }
   });
 });

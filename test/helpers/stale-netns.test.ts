@@ -12,7 +12,10 @@ import { sweepStaleNetns } from './stale-netns.js';
 
 const isRoot = process.getuid?.() === 0;
 const suffix = `${process.pid}x${Date.now().toString(36)}`;
-const names = ['orphan', 'recorded', 'busy'].map((n) => `mch-sweep${n}${suffix}`);
+const names = [
+  ...['orphan', 'recorded', 'busy'].map((n) => `mch-sweep${n}${suffix}`),
+  ...['orphan', 'leased'].map((n) => `bld-sweep${n}${suffix}`),
+];
 let tmp = '';
 
 afterAll(async () => {
@@ -28,22 +31,39 @@ afterAll(async () => {
 
 it.skipIf(!isRoot)('removes namespaces no process and no live data dir holds', async () => {
   tmp = await mkdtemp(path.join(os.tmpdir(), 'pier-netns-'));
-  const [orphan, recorded, busy] = names as [string, string, string];
+  const [orphan, recorded, busy, buildOrphan, leased] = names as [
+    string,
+    string,
+    string,
+    string,
+    string,
+  ];
   for (const id of names) execFileSync('ip', ['netns', 'add', `pier-${id}`]);
   // A live bed's stopped machine: its record is in a data dir.
   await mkdir(path.join(tmp, 'pier-test-Live01', 'machines'), { recursive: true });
   await writeFile(path.join(tmp, 'pier-test-Live01', 'machines', `${recorded}.json`), '{}');
+  // A live bed's running build: its network's lease is in a data dir.
+  await mkdir(path.join(tmp, 'pier-test-Live01', 'machines', '.builds'));
+  await writeFile(
+    path.join(tmp, 'pier-test-Live01', 'machines', '.builds', `${leased}.json`),
+    '{}',
+  );
   // A running machine: a process inside.
   const sleeper = spawn('ip', ['netns', 'exec', `pier-${busy}`, 'sleep', '30']);
   await new Promise((r) => setTimeout(r, 300));
   try {
     const removed = await sweepStaleNetns(tmp);
     expect(removed).toContain(`pier-${orphan}`);
+    expect(removed).toContain(`pier-${buildOrphan}`);
+    expect(removed).not.toContain(`pier-${leased}`);
     expect(removed).not.toContain(`pier-${recorded}`);
     expect(removed).not.toContain(`pier-${busy}`);
     const left = await readdir('/run/netns');
     expect(left).not.toContain(`pier-${orphan}`);
-    expect(left).toEqual(expect.arrayContaining([`pier-${recorded}`, `pier-${busy}`]));
+    expect(left).not.toContain(`pier-${buildOrphan}`);
+    expect(left).toEqual(
+      expect.arrayContaining([`pier-${recorded}`, `pier-${busy}`, `pier-${leased}`]),
+    );
   } finally {
     sleeper.kill('SIGKILL');
   }

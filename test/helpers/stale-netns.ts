@@ -1,11 +1,12 @@
 /**
  * Machine namespaces (`pier-mch-…`: /run/netns, and the user namespace kept beside it)
- * that a killed test run left: the
+ * and builds' (`pier-bld-…`, lent by the runtime: build-networks.ts) that a killed test
+ * run left: the
  * run's data dir went (or was never swept) with the machine still made, so nothing will
  * ever destroy it. Each run removes them at its start. A namespace is left alone while a
  * process is inside it, or while a data dir under the temp dir still holds the machine's
- * record (`<data dir>/machines/<id>.json`): a stopped machine of a live test bed keeps its
- * namespace. (A test host is assumed to run no pier of its own with machines elsewhere.)
+ * record (`<data dir>/machines/<id>.json`, a build's lease `machines/.builds/<id>.json`):
+ * a stopped machine of a live test bed keeps its namespace. (A test host is assumed to run no pier of its own with machines elsewhere.)
  */
 import { execFile } from 'node:child_process';
 import { access, readdir } from 'node:fs/promises';
@@ -16,12 +17,13 @@ import { vethName } from '../../src/runtime/sandbox/names.js';
 import { releaseMachineNamespaces, usernsFile } from '../../src/runtime/sandbox/userns.js';
 
 const run = promisify(execFile);
-const MACHINE_NETNS = /^pier-(mch-[a-z0-9]+)$/;
+const MACHINE_NETNS = /^pier-((?:mch|bld)-[a-z0-9]+)$/;
 
 async function recorded(id: string, tmp: string): Promise<boolean> {
   for (const name of await readdir(tmp).catch(() => [] as string[])) {
     if (!name.startsWith('pier-')) continue;
-    const ok = await access(path.join(tmp, name, 'machines', `${id}.json`)).then(
+    const record = id.startsWith('bld-') ? path.join('.builds', `${id}.json`) : `${id}.json`;
+    const ok = await access(path.join(tmp, name, 'machines', record)).then(
       () => true,
       () => false,
     );

@@ -24,6 +24,7 @@ import {
 } from '../helpers/crash-harness.js';
 import { request } from '../helpers/platform.js';
 import { sourceArchive, uploadSource } from '../builds/archive.js';
+import { buildNetworkLeft } from '../builds/network-left.js';
 
 let bed: CrashBed;
 let receiver: Receiver;
@@ -424,7 +425,7 @@ const deployOperation: CrashOperation<{ app: string; deploy: string; old: string
  * A build whose RUN step runs a few seconds (its own app each round): killed at the job's
  * claim, while buildah runs (the builder's `building` point: buildah and its RUN container
  * outlive pier) and after its run. It must end `done`, or `failed` with a reason, and
- * leave no build directory, runc state, working container or process behind.
+ * leave no build directory, runc state, network, working container or process behind.
  */
 const buildOperation: CrashOperation<{ app: string; appId: string; id: string }> = {
   name: 'build',
@@ -460,6 +461,8 @@ const buildOperation: CrashOperation<{ app: string; appId: string; id: string }>
         'left behind',
       ).toBeUndefined();
     }
+    // Nor the network lent to it (a kill -9 mid-build leaves it to the next start).
+    expect(await buildNetworkLeft(bed.dataDir, id), 'build network left').toEqual([]);
     // No working container of buildah left in the app's layer storage.
     const volume = (
       await pathsNamed(path.join(bed.dataDir, 'pool'), `b-${appId.toLowerCase()}`, 2)

@@ -5,11 +5,21 @@
  *   --net`): it can reach no registry (pier hands it base images as local layouts, see
  *   dockerfile-bases.ts), and whatever network setup it attempts lands in that empty
  *   namespace, never on the host's firewall.
- * - every RUN step is an OCI container (`--isolation oci`, runc) with `--network none`,
- *   in the user namespace machines use (ids 0–65535 are host 200000–265535, so build root
- *   is no one on the host), under pier's seccomp profile, with buildah's default
- *   capabilities inside that namespace only, and cgroup caps on memory, CPU and processes
- *   (on the build's group, over all its RUN steps).
+ * - every RUN step is an OCI container (`--isolation oci`, runc) in the user namespace
+ *   machines use (ids 0–65535 are host 200000–265535, so build root is no one on the
+ *   host), under pier's seccomp profile, with buildah's default capabilities inside that
+ *   namespace only, and cgroup caps on memory, CPU and processes (on the build's group,
+ *   over all its RUN steps).
+ * - its network is the namespace the machines runtime lent the build
+ *   (local/build-networks.ts: an address on the machines' bridge, behind their walls),
+ *   joined by path (`--network ns:`): runc enters it as host root before it makes the
+ *   step's user namespace, and buildah configures no network (no netavark, no firewall
+ *   rule, no route on the host). Names resolve through the machines' resolver (`--dns`).
+ *   The step's user namespace does not own that network namespace, so the step cannot
+ *   change its addresses or routes, and cannot mount a sysfs (the kernel lets only the
+ *   namespace's owner): an empty read-only tree stands in for /sys (with the cgroup
+ *   mount buildah puts on /sys/fs/cgroup). Without a lender (no machines runtime) a step
+ *   has `--network none`: its own loopback only.
  * - the whole process group is killed at the time cap (and the caller kills what is
  *   left in the build's cgroup: RUN containers are not in buildah's process group).
  *
@@ -61,9 +71,21 @@ export function budArgs(opts: {
   /** runc's state directory for the RUN containers (the build's own). */
   runcRoot: string;
   limits: BuildLimits;
+  /** The network lent to the RUN steps, and the empty tree that stands in for their /sys. */
+  network?: { netnsPath: string; dns?: string; emptySys: string };
 }): string[] {
-  const { limits } = opts;
+  const { limits, network } = opts;
   const period = 100_000;
+  const networkArgs = network
+    ? [
+        '--network',
+        `ns:${network.netnsPath}`,
+        '--dns',
+        network.dns ?? 'none',
+        '--volume',
+        `${network.emptySys}:/sys:ro`,
+      ]
+    : ['--network', 'none'];
   return [
     ...storageArgs(opts.storage),
     'bud',
@@ -73,8 +95,7 @@ export function budArgs(opts: {
     // host's /run/runc (removed with the build, even after a kill at the time cap).
     '--runtime-flag',
     `root=${opts.runcRoot}`,
-    '--network',
-    'none',
+    ...networkArgs,
     '--userns-uid-map',
     ID_MAP,
     '--userns-gid-map',

@@ -29,6 +29,7 @@ import path from 'node:path';
 import type { CgroupSet } from '../../host/cgroups/cgroup.js';
 import type { PoolHandle } from '../../storage/pool-handle.js';
 import { ImageError, type ImageStore } from '../images/index.js';
+import type { BuildNetwork } from '../runtime.js';
 import { seccompProfile } from '../sandbox/seccomp.js';
 import {
   budArgs,
@@ -81,6 +82,11 @@ export interface LocalBuilderOptions {
   images: ImageStore;
   limits: BuildLimits;
   log: { info(obj: object, msg: string): void; warn(obj: object, msg: string): void };
+  /**
+   * Lends a build's RUN steps a network behind the machines' walls (the machines
+   * runtime's buildNetwork); without it they have none (buildah.ts).
+   */
+  network?: (buildId: string) => Promise<BuildNetwork>;
 }
 
 const MIB = 1024 * 1024;
@@ -128,6 +134,11 @@ const BASES_DIR = '/run/pier/build-bases';
  */
 const BUNDLES_DIR = '/var/tmp';
 const RUNC_STATE_DIR = '/run/pier/build-runc';
+/**
+ * The empty read-only tree a RUN step with a lent network has as /sys (buildah.ts), with
+ * the one directory buildah mounts on inside it (the step's cgroup).
+ */
+const EMPTY_SYS_DIR = '/run/pier/build-sys';
 
 /** The cache volume's name for `cache`: `b-` and the id's safe characters. */
 export function cacheVolume(cache: string): string {
@@ -245,6 +256,8 @@ export class LocalBuilder implements SourceBuilder {
       const seccompFile = path.join(work, 'seccomp.json');
       await writeFile(seccompFile, JSON.stringify(seccompProfile()));
       const tag = `localhost/pier-build/${spec.id}`;
+      // The RUN steps' network is lent for the length of `bud` only.
+      const net = await this.lendNetwork(spec.id);
       // A step that keeps forking past the process cap is a fork bomb: cut at once rather
       // than left to churn until the time cap.
       const cut = new AbortController();
@@ -253,29 +266,35 @@ export class LocalBuilder implements SourceBuilder {
         () => void this.watchForks(cgroups, group, cut, seen),
         FORK_WATCH_MS,
       );
-      const budSignal = spec.signal ? AbortSignal.any([spec.signal, cut.signal]) : cut.signal;
-      const budRun = runBuildah(
-        budArgs({
-          storage,
-          dockerfile,
-          context,
-          tag,
-          secrets,
-          seccompFile,
-          // A child of the build's group: runc writes buildah's own defaults into the
-          // group it is given, so pier's caps sit on the parent, over all RUN steps.
-          cgroupParent: `${cgroups.path(group)}/run`,
-          runcRoot,
-          limits,
-        }),
-        { log, deadline, signal: budSignal, onKill: killGroup, scratch },
-      );
       let bud;
       try {
+        const budSignal = spec.signal ? AbortSignal.any([spec.signal, cut.signal]) : cut.signal;
+        const budRun = runBuildah(
+          budArgs({
+            storage,
+            dockerfile,
+            context,
+            tag,
+            secrets,
+            seccompFile,
+            // A child of the build's group: runc writes buildah's own defaults into the
+            // group it is given, so pier's caps sit on the parent, over all RUN steps.
+            cgroupParent: `${cgroups.path(group)}/run`,
+            runcRoot,
+            limits,
+            ...(net ? { network: { ...budNetwork(net), emptySys: EMPTY_SYS_DIR } } : {}),
+          }),
+          { log, deadline, signal: budSignal, onKill: killGroup, scratch },
+        );
         if (spec.building && (await firstContainer(runcRoot, budRun))) await spec.building();
         bud = await budRun;
       } finally {
         clearInterval(watch);
+        await net
+          ?.release()
+          .catch((err: Error) =>
+            this.opts.log.warn({ build: spec.id, err: err.message }, 'build network not released'),
+          );
       }
       if (bud.timedOut) {
         throw new BuildFailure(
@@ -314,6 +333,16 @@ export class LocalBuilder implements SourceBuilder {
       await rm(scratch, { recursive: true, force: true }).catch(() => undefined);
       await rm(runcRoot, { recursive: true, force: true }).catch(() => undefined);
     }
+  }
+
+  /**
+   * The network the RUN steps of build `id` join, when there is a lender, and the empty
+   * /sys they get with it (made once; read-only for everyone).
+   */
+  private async lendNetwork(id: string): Promise<BuildNetwork | undefined> {
+    if (!this.opts.network) return undefined;
+    await mkdir(path.join(EMPTY_SYS_DIR, 'fs', 'cgroup'), { recursive: true, mode: 0o555 });
+    return this.opts.network(id);
   }
 
   /** Cuts the build once its steps keep having forks refused (see FORK_BOMB_LOOKS). */
@@ -430,6 +459,11 @@ export class LocalBuilder implements SourceBuilder {
       }),
     );
   }
+}
+
+/** What buildah needs of a lent network. */
+function budNetwork(net: BuildNetwork): { netnsPath: string; dns?: string } {
+  return { netnsPath: net.netnsPath, ...(net.dns ? { dns: net.dns } : {}) };
 }
 
 /**

@@ -20,6 +20,7 @@ import {
   type MachineRuntime,
   type MachineSpec,
   type MachineStatus,
+  type BuildNetwork,
 } from '../runtime.js';
 import {
   cpuTicks,
@@ -36,6 +37,7 @@ import {
   type MachineRuntimeName,
 } from '../sandbox/index.js';
 import { bootMachine, type BootContext } from './boot.js';
+import { BuildNetworks } from './build-networks.js';
 import { criuSupport, MachineCheckpoints } from './checkpoints.js';
 import { guestOf } from './guest.js';
 import { startShell } from './shell.js';
@@ -95,6 +97,7 @@ export class LocalRuntime implements MachineRuntime {
   private readonly locks = new KeyedLock();
   private readonly checkpoints: MachineCheckpoints;
   private readonly walls: MachineWalls;
+  private readonly builds: BuildNetworks;
   private bridge: Promise<void> | undefined;
   /** The machines' resolver, once the bridge stands. */
   private dns: MachineDns | undefined;
@@ -113,6 +116,14 @@ export class LocalRuntime implements MachineRuntime {
     });
     this.network = new Network(opts.network);
     this.walls = new MachineWalls(opts.network, this.records, opts.walls ?? {}, opts.log);
+    this.builds = new BuildNetworks({
+      network: this.network,
+      records: this.records,
+      walls: this.walls,
+      ensureBridge: () => this.ensureBridge(),
+      resolver: () => (this.dns ? this.network.gateway : undefined),
+      log: opts.log,
+    });
     this.checkpoints = new MachineCheckpoints({
       pool: opts.pool,
       records: this.records,
@@ -293,6 +304,8 @@ export class LocalRuntime implements MachineRuntime {
   }
 
   async recover(): Promise<string[]> {
+    // No build outlives pier: what builds of its last run held is taken back.
+    await this.builds.sweep();
     const found: string[] = [];
     for (const record of await this.records.all()) {
       if ((await this.sandboxes.find(record.id)) === undefined) continue;
@@ -314,6 +327,10 @@ export class LocalRuntime implements MachineRuntime {
     }
     this.opts.log.info({ machines: found.length }, 'machines recovered');
     return found;
+  }
+
+  buildNetwork(buildId: string): Promise<BuildNetwork> {
+    return this.builds.lend(buildId);
   }
 
   async cpuTime(id: string): Promise<number | undefined> {

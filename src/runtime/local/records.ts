@@ -4,6 +4,10 @@
  * every machine's IP, and a new machine never gets one in use), its writable layer, the
  * image it was created from (a restart runs the same digest, whatever its tag says now)
  * and how it is stopped (so destroy and recover need no spec).
+ *
+ * Beside them, in `<dataDir>/machines/.builds/<id>.json`, the addresses lent to builds
+ * (build-networks.ts): a machine never gets one while the build runs, and one a crash left
+ * is known at the next start, which takes it back.
  */
 import { mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
@@ -29,6 +33,12 @@ export interface MachineRecord {
 }
 
 const ID = /^[a-z0-9][a-z0-9-]{0,62}$/;
+
+/** An address lent to a build's network (build-networks.ts), by its netns id. */
+export interface BuildLease {
+  id: string;
+  ip: string;
+}
 
 /**
  * Throws unless `id` can name everything a machine has (sandbox, cgroup, volume, netns):
@@ -122,6 +132,7 @@ export class MachineRecords {
       let ip = previous?.ip;
       if (ip === undefined || !isMachineIp(cidr, ip)) {
         const taken = new Set((await this.all()).filter((r) => r.id !== id).map((r) => r.ip));
+        for (const lease of await this.leases()) taken.add(lease.ip);
         ip = allocateIp(cidr, taken);
       }
       const record = make(ip, previous);
@@ -130,6 +141,55 @@ export class MachineRecords {
     });
     this.allocating = run.catch(() => undefined);
     return run;
+  }
+
+  /**
+   * Lends build `id` the lowest address no machine or other build holds, written to disk
+   * before it is answered. One at a time with machines' allocations.
+   */
+  async lease(id: string, cidr: string): Promise<BuildLease> {
+    const run = this.allocating.then(async () => {
+      const taken = new Set((await this.all()).map((r) => r.ip));
+      for (const lease of await this.leases()) if (lease.id !== id) taken.add(lease.ip);
+      const lease = { id, ip: allocateIp(cidr, taken) };
+      await mkdir(this.leasesDir, { recursive: true, mode: 0o700 });
+      const temp = path.join(this.leasesDir, `.${id}.${process.pid}.tmp`);
+      await writeFile(temp, JSON.stringify(lease), { mode: 0o600 });
+      await rename(temp, this.leaseFile(id));
+      return lease;
+    });
+    this.allocating = run.catch(() => undefined);
+    return run;
+  }
+
+  /** Every address lent to a build (read from disk: few, and read once per rewrite). */
+  async leases(): Promise<BuildLease[]> {
+    const names = await readdir(this.leasesDir).catch(() => [] as string[]);
+    const out: BuildLease[] = [];
+    for (const name of names) {
+      if (!name.endsWith('.json') || !ID.test(name.slice(0, -5))) continue;
+      const text = await readFile(path.join(this.leasesDir, name), 'utf8').catch(() => '');
+      try {
+        out.push(JSON.parse(text) as BuildLease);
+      } catch {
+        // unreadable: a crash between write and rename leaves none, so never seen
+      }
+    }
+    return out;
+  }
+
+  /** Takes back the address lent to build `id` (idempotent). */
+  async endLease(id: string): Promise<void> {
+    await rm(this.leaseFile(id), { force: true });
+  }
+
+  private get leasesDir(): string {
+    return path.join(this.dir, '.builds');
+  }
+
+  private leaseFile(id: string): string {
+    assertMachineId(id);
+    return path.join(this.leasesDir, `${id}.json`);
   }
 
   private file(id: string): string {

@@ -1,15 +1,14 @@
 /**
  * The walls on the machines' network, tried from inside real machines (busybox from a
  * real registry) with connects and fetches only: another group's machine, a host service
- * on 0.0.0.0, egress rules. The "internet" is a network namespace this test makes behind
- * a veth of its own (10.x.0.0/29: the host is .1, the namespace answers on .2–.5), which
+ * on 0.0.0.0, egress rules. The "internet" is a stand-in (test/helpers/internet.ts) which
  * the machines reach only routed and NATed by the host; names resolve through a DNS
  * server on loopback whose answers the test changes.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import net from 'node:net';
 import os from 'node:os';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { makeInternet, removeInternet, type Internet } from '../../../test/helpers/internet.js';
 import { freeMachineCidr } from '../../../test/machines/bed.js';
 import { run } from '../sandbox/exec.js';
 import { gatewayOf, Network, sweepWalls } from '../sandbox/index.js';
@@ -25,49 +24,6 @@ import {
 
 const unavailable = await runtimeUnavailable();
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
-
-/** The stand-in internet: a namespace with four addresses behind a host veth. */
-interface Internet {
-  ns: string;
-  veth: string;
-  host: string;
-  at: (n: number) => string;
-  server: ChildProcess;
-}
-
-async function makeInternet(): Promise<Internet> {
-  const base = (await freeMachineCidr(240)).split('/')[0]!.split('.').slice(0, 3).join('.');
-  const at = (n: number) => `${base}.${n}`;
-  const ns = `pwi-${process.pid}`;
-  const veth = `pwi${process.pid}`.slice(0, 15);
-  await run(['ip', 'netns', 'add', ns]);
-  await run(['ip', 'link', 'add', veth, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', ns]);
-  await run(['ip', 'addr', 'add', `${at(1)}/29`, 'dev', veth]);
-  await run(['ip', 'link', 'set', 'dev', veth, 'up']);
-  // An uplink forwards (replies to the machines come in here), as a real one would.
-  await run(['sysctl', '-q', '-w', `net.ipv4.conf.${veth}.forwarding=1`]);
-  for (const n of [2, 3, 4, 5])
-    await run(['ip', '-n', ns, 'addr', 'add', `${at(n)}/29`, 'dev', 'eth0']);
-  await run(['ip', '-n', ns, 'link', 'set', 'dev', 'eth0', 'up']);
-  await run(['ip', '-n', ns, 'link', 'set', 'dev', 'lo', 'up']);
-  // Answers who called (the NATed source) and on which of its addresses.
-  const code = `require('http').createServer((q, s) => s.end('seen ' + q.socket.remoteAddress + ' on ' + q.socket.localAddress)).listen(8080, '0.0.0.0', () => console.log('up'))`;
-  const server = spawn('ip', ['netns', 'exec', ns, process.execPath, '-e', code], {
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  await new Promise<void>((resolve, reject) => {
-    server.stdout?.once('data', () => resolve());
-    server.once('exit', (c) => reject(new Error(`internet server exited with ${c}`)));
-  });
-  return { ns, veth, host: at(1), at, server };
-}
-
-async function removeInternet(i: Internet | undefined): Promise<void> {
-  if (!i) return;
-  i.server.kill('SIGKILL');
-  await run(['ip', 'link', 'del', 'dev', i.veth]).catch(() => {});
-  await run(['ip', 'netns', 'del', i.ns]).catch(() => {});
-}
 
 describe.skipIf(unavailable)(
   `local runtime: network walls${unavailable ? ` (skipped: ${unavailable})` : ''}`,
@@ -98,7 +54,7 @@ describe.skipIf(unavailable)(
 
     beforeAll(async () => {
       dns = await startTestDns();
-      internet = await makeInternet();
+      internet = await makeInternet(240);
       dns.records.set('svc.pier.test', [internet.at(2)]);
       dns.records.set('other.pier.test', [internet.at(5)]);
       bed = await makeRuntimeBed('nw', await freeMachineCidr(230), {

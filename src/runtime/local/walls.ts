@@ -1,15 +1,16 @@
 /**
- * The walls of this runtime's network, kept equal to its machine records: each change of
- * a machine (created, started with a new spec, destroyed), each recovery and each change
- * of an allowed name's addresses rewrites the whole ruleset from the records (see
- * sandbox/walls-ruleset.ts). Rewrites run one at a time and each reads the records when it
- * starts, so the last one always sees every machine.
+ * The walls of this runtime's network, kept equal to its machine records and the
+ * addresses lent to builds (build-networks.ts): each change of a machine (created, started
+ * with a new spec, destroyed), each lend or return of a build's network, each recovery and
+ * each change of an allowed name's addresses rewrites the whole ruleset from the records
+ * (see sandbox/walls-ruleset.ts). Rewrites run one at a time and each reads the records
+ * when it starts, so the last one always sees every machine.
  */
 import { REFUSED_V4_RANGES } from '../../host/outbound-guard.js';
 import { applyWalls, type WallsMachine } from '../sandbox/index.js';
 import { EgressNames } from './egress-names.js';
 import type { DnsPolicy } from './machine-dns.js';
-import type { MachineRecord, MachineRecords } from './records.js';
+import type { BuildLease, MachineRecord, MachineRecords } from './records.js';
 
 /** Options of {@link MachineWalls}, as the runtime's owner sets them. */
 export interface WallsOptions {
@@ -84,20 +85,40 @@ export class MachineWalls {
   }
 
   private async apply(): Promise<void> {
-    const records = await this.records.all();
+    const [records, leases] = await Promise.all([this.records.all(), this.records.leases()]);
     const domains = records.flatMap((r) =>
       r.network?.egress?.mode === 'allowlist' ? r.network.egress.domains : [],
     );
     const resolved = await this.names.addresses(domains);
-    this.egressByIp = new Map(records.map((r) => [r.ip, r.network]));
+    const builds = leases.map(buildWallsMachine);
+    this.egressByIp = new Map([
+      ...records.map((r) => [r.ip, r.network] as const),
+      ...builds.map((b) => [b.ip, { group: b.group }] as const),
+    ]);
     await applyWalls({
       ...this.net,
       allowPrivate: this.opts.allowPrivate ?? false,
       ...(this.resolver ? { resolver: this.resolver } : {}),
       refusedRanges: REFUSED_V4_RANGES,
-      machines: records.map((r) => wallsMachine(r, resolved)),
+      machines: [...records.map((r) => wallsMachine(r, resolved)), ...builds],
     });
   }
+}
+
+/**
+ * A build's RUN steps as the walls see them (build-networks.ts): a machine of a group of
+ * its own (it reaches no machine, and none reaches it), no port of the host but the
+ * resolver, and the internet as an app's machine has it by default (public addresses,
+ * private ones only where the operator allows them).
+ */
+function buildWallsMachine(lease: BuildLease): WallsMachine {
+  return {
+    id: lease.id,
+    ip: lease.ip,
+    group: `build:${lease.id}`,
+    egress: { mode: 'open' },
+    hostPorts: [],
+  };
 }
 
 /**
