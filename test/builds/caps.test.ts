@@ -16,7 +16,7 @@ import { sourceArchive, uploadSource } from './archive.js';
 import { buildNetworkLeft } from './network-left.js';
 
 const execFileP = promisify(execFile);
-const APPLETS = [...DEFAULT_APPLETS, 'dd'];
+const APPLETS = [...DEFAULT_APPLETS, 'dd', 'watch', 'mkfifo', 'seq'];
 
 const CAPS = { buildTimeoutS: 30, buildPids: 32, buildDiskGb: 0.25, buildMemoryMb: 64 };
 
@@ -78,8 +78,15 @@ beforeAll(async () => {
   run('disk', 'dd if=/dev/zero of=/fill bs=1M count=400 && echo "disk: not" cut');
   // A buffer of 200 MiB, filled at once, under a cap of 64 MiB.
   run('memory', 'dd if=/dev/zero of=/dev/null bs=200M count=1 && echo "memory: not" cut');
-  // The classic: every call forks two more, for ever (a sleep keeps the step going).
-  run('forks', 'f() { f | f & }; f; sleep 600; echo "forks: not" cut');
+  // The classic (every call forks two more), seeded again every 0.2 s by watchers that fill
+  // the cap: alone, a shell's bomb collapses within a second or two at a process cap (each
+  // refused fork ends its shell), and the step would then just wait for the time cap. The
+  // step waits on a FIFO (`read` is a builtin: no fork needed at the cap; a child's end
+  // interrupts the open, hence the loop).
+  run(
+    'forks',
+    'mkfifo /hold; (for i in $(seq 40); do watch -n 0.2 "f() { f | f & }; f" >/dev/null 2>&1 & done); while :; do read x </hold; done; echo "forks: not" cut',
+  );
   run('slow', 'echo pier-slow-step && sleep 3001');
 }, 120_000);
 

@@ -112,6 +112,15 @@ describe.skipIf(unavailable)(
     it('runs a shell on a terminal, with its size', async () => {
       const s = await bed.runtime.shell(id, { tty: true, cols: 100, rows: 30 });
       const done = finishSession(s);
+      // Typed at the prompt, as a person does: runc sets its console up (size, raw mode)
+      // once the shell is started, and a line typed before may reach a half-made terminal.
+      let seen = '';
+      await new Promise<void>((resolve) =>
+        s.onData((_stream, d) => {
+          seen += d.toString();
+          if (seen.includes('$ ')) resolve();
+        }),
+      );
       s.write(Buffer.from('stty size; exit 3\n'));
       const r = await done;
       expect(r.stdout).toContain('30 100');
