@@ -13,7 +13,7 @@ import { isNamespaceFile, usernsFile } from './userns.js';
 
 const unavailable = await sandboxUnavailable();
 const bridge = `pier-n${process.pid}`.slice(0, 15);
-const ids = [`nt${process.pid}a`, `nt${process.pid}b`, `nt${process.pid}c`, `nt${process.pid}d`];
+const ids = ['a', 'b', 'c', 'd', 'e', 'f'].map((x) => `nt${process.pid}${x}`);
 
 /** Runs `argv` inside machine `id`'s network namespace; its stdout. */
 const inNs = (id: string, ...argv: string[]) => run(['ip', 'netns', 'exec', `pier-${id}`, ...argv]);
@@ -132,6 +132,17 @@ describe.skipIf(unavailable)(`Network${unavailable ? ` (skipped: ${unavailable})
     const addrs = await run(['ip', '-n', `pier-${b}`, '-4', '-o', 'addr', 'show', 'dev', 'eth0']);
     expect(addrs).toContain('10.214.0.9/16');
     expect(addrs).not.toContain('10.214.0.3');
+  });
+
+  it('gives an address a destroyed machine had to a new one that the host reaches at once', async () => {
+    const [, , , , gone, next] = ids as [string, string, string, string, string, string];
+    await net.createNetns(gone, '10.214.0.20');
+    // The host now knows the first machine's MAC for the address (a reachable entry).
+    await run(['/bin/busybox', 'ping', '-c', '1', '-W', '2', '10.214.0.20']);
+    await net.removeNetns(gone);
+    await net.createNetns(next, '10.214.0.20');
+    // Without the entry flushed, the host would send to the old MAC for 15–45 s.
+    await run(['/bin/busybox', 'ping', '-c', '1', '-W', '2', '10.214.0.20']);
   });
 
   it('refuses addresses outside the network or reserved in it', async () => {

@@ -180,6 +180,7 @@ export class Network {
       const add = ['ip', 'link', 'add', veth, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', ns];
       await runUnless(add, () => linkExists(veth));
     }
+    await run(['ip', 'neigh', 'flush', 'to', ip, 'dev', this.bridge]); // see freshNetns
     await run(['ip', 'link', 'set', 'dev', veth, 'master', this.bridge, 'up']);
     const inNs = (...args: string[]) => run(['ip', '-n', ns, ...args]);
     await inNs('link', 'set', 'dev', 'lo', 'up');
@@ -229,6 +230,9 @@ export class Network {
         30_000,
         [
           `netns attach ${ns} ${holder.pid}`,
+          // The host may still hold the MAC of a machine that had this address before:
+          // it would send there, unanswered, until the entry ages out (15–45 s).
+          `neigh flush to ${ip} dev ${this.bridge}`,
           `link set dev ${tempVeth} name ${veth}`,
           `link set dev ${veth} master ${this.bridge} up`,
           '',
