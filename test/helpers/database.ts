@@ -1,4 +1,7 @@
-/** A fresh database per test file, on the run's server, dropped at the end. */
+/**
+ * A fresh database per test file, on the run's server, dropped at the end: a copy of the
+ * run's migrated template (template-database.ts).
+ */
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { inject } from 'vitest';
@@ -20,8 +23,20 @@ export async function createTestDatabase(): Promise<TestDatabase> {
   const name = `pier_t_${randomBytes(6).toString('hex')}`;
   const client = new pg.Client({ connectionString: admin });
   await client.connect();
-  await client.query(`CREATE DATABASE ${name}`);
-  await client.end();
+  try {
+    // Copies of one template at once may meet: a copy waits for no session on the template.
+    for (let tries = 1; ; tries++) {
+      try {
+        await client.query(`CREATE DATABASE ${name} TEMPLATE ${inject('templateDatabase')}`);
+        break;
+      } catch (err) {
+        if ((err as { code?: string }).code !== '55006' || tries >= 50) throw err;
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    }
+  } finally {
+    await client.end();
+  }
   return {
     name,
     url: withDatabase(admin, name),

@@ -13,16 +13,20 @@ import { buildCli } from './cli-build.js';
 import { runIdentityPrefix, sweepDeadRuns, sweepRun } from './identities.js';
 import { sweepStaleDataDirs } from './stale-data-dirs.js';
 import { sweepStaleNetns } from './stale-netns.js';
+import { dropTemplateDatabase, makeTemplateDatabase } from './template-database.js';
 
 declare module 'vitest' {
   export interface ProvidedContext {
     adminDatabaseUrl: string;
+    /** The migrated database each test file's own is copied from (template-database.ts). */
+    templateDatabase: string;
     /** The run's transpiled CLI entry (cli-build.ts). */
     cliEntry: string;
   }
 }
 
 let cluster: EmbeddedCluster | undefined;
+let template: { url: string; name: string } | undefined;
 let dir: string | undefined;
 /** This run's own: runs at once on one host must not overwrite each other's. */
 const cliDir = path.resolve('.test-results', `cli-${process.pid}`);
@@ -55,6 +59,8 @@ export async function setup(project: TestProject): Promise<void> {
   });
   await client.end();
   project.provide('adminDatabaseUrl', url);
+  template = { url, name: await makeTemplateDatabase(url) };
+  project.provide('templateDatabase', template.name);
 }
 
 /**
@@ -73,6 +79,7 @@ export async function teardown(): Promise<void> {
   await removeEmptyDirs('/run/pier/sandboxes');
   await sweepRun(runIdentityPrefix());
   await rm(cliDir, { recursive: true, force: true });
+  if (template) await dropTemplateDatabase(template.url, template.name).catch(() => {});
   await cluster?.stop();
   if (dir) await rm(dir, { recursive: true, force: true });
 }
