@@ -1,8 +1,9 @@
 /**
  * A small Dockerfile app from source to its first proxied 200 (issue 25, "Benchmarks"):
  * `FROM` a busybox base in the bench's registry, `COPY index.html`, `CMD httpd`. pier:
- * upload the source, build it, deploy `build:<id>`, then GETs through the proxy until the
- * page shows: the API steps `pier deploy` takes. Baseline, in the same run, first: the
+ * upload the source, build it, deploy `build:<id>` while GETs through the proxy wait for
+ * the new page (the first 200 of the new release, before the deploy has retired the old
+ * release's machine and ended): the API steps `pier deploy` takes. Baseline, in the same run, first: the
  * same Dockerfile and context through `buildah bud` by hand (lib/buildah-plain.ts, the
  * base as an OCI layout), then a plain fork+exec of the image's command (busybox httpd on
  * the same page, lib/machine-plain.ts) until its first 200. Goal: pier ≤ 1.3 × baseline.
@@ -62,16 +63,19 @@ async function pierSample(b: MachinePier, from: string, page: string): Promise<S
       `building ${at(build.finishedAt) - at(build.startedAt)} ms`,
   );
   const steps: string[] = [];
-  await deployAndWait(
+  // The new page is asked for from the deploy's start: the release serves once the proxy
+  // moves to it, before the deploy retires the old release's machine and ends.
+  const served = untilServes(() => proxiedGet(b.url, APP), page, 120_000);
+  const deployed = deployAndWait(
     b,
     APP,
     { image: `build:${build.id}`, config: { ...MACHINE_CONFIG, killTimeoutS: 1 } },
     steps,
   );
-  watch.step('deploy');
+  await Promise.race([served, deployed.then(() => served)]);
+  watch.step('deploy → first 200');
+  await deployed;
   console.log(`    deploy: ${steps.join(' → ')}`);
-  await untilServes(() => proxiedGet(b.url, APP), page);
-  watch.step('first 200');
   return watch.done();
 }
 

@@ -91,6 +91,9 @@ export interface LocalBuilderOptions {
 
 const MIB = 1024 * 1024;
 
+/** A RUN instruction (at the start of a line, as the Dockerfile grammar wants it). */
+const RUN_STEP = /^\s*(ONBUILD\s+)?RUN\b/im;
+
 /** How often a running build's refused forks are counted. */
 const FORK_WATCH_MS = 500;
 /**
@@ -244,6 +247,13 @@ export class LocalBuilder implements SourceBuilder {
       // Passable (not readable) by the remapped root of the RUN containers.
       await mkdir(scratch, { mode: 0o711 });
       const leftover = { log, deadline, scratch };
+      // Each phase's time goes into the log, as a builder's own output shows it.
+      let phase = performance.now();
+      const took = (what: string) => {
+        const now = performance.now();
+        log.write(`pier: ${what} (${Math.round(now - phase)} ms)\n`);
+        phase = now;
+      };
       await runBuildah(rmAllArgs(storage), leftover).catch(() => undefined);
       await unpackSource(spec.source, context);
       const original = await this.dockerfileText(spec, context);
@@ -252,12 +262,15 @@ export class LocalBuilder implements SourceBuilder {
       );
       const dockerfile = path.join(work, 'Dockerfile');
       await writeFile(dockerfile, text);
+      took('source and base images ready');
       const secrets = await this.writeSecrets(work, spec.secrets);
       const seccompFile = path.join(work, 'seccomp.json');
       await writeFile(seccompFile, JSON.stringify(seccompProfile()));
       const tag = `localhost/pier-build/${spec.id}`;
-      // The RUN steps' network is lent for the length of `bud` only.
-      const net = await this.lendNetwork(spec.id);
+      // The RUN steps' network is lent for the length of `bud` only, and only to a
+      // Dockerfile that has a RUN step (nothing else runs code: base images come as OCI
+      // layouts, whose ONBUILD triggers buildah ignores).
+      const net = RUN_STEP.test(text) ? await this.lendNetwork(spec.id) : undefined;
       // A step that keeps forking past the process cap is a fork bomb: cut at once rather
       // than left to churn until the time cap.
       const cut = new AbortController();
@@ -304,12 +317,14 @@ export class LocalBuilder implements SourceBuilder {
       if (cut.signal.aborted) throw cut.signal.reason;
       spec.signal?.throwIfAborted();
       if (bud.code !== 0) throw await this.whyFailed(bud, cgroups, group, log, spec.logFile);
+      took('built');
       const out = path.join(work, 'image');
       const run = { log, deadline, signal: spec.signal, scratch };
       const push = await runBuildah(pushArgs(storage, tag, out), run);
       if (push.code !== 0) throw new BuildFailure('The built image could not be exported.');
       // The cached intermediate layers stay (the app's cache); the tagged image goes.
       await runBuildah(rmiArgs(storage, tag), run).catch(() => undefined);
+      took('exported');
       const image = await this.opts.images
         .importLayout(out, `build/${spec.id}`, spec.signal ? { signal: spec.signal } : {})
         .catch((err: unknown) => {
@@ -318,6 +333,7 @@ export class LocalBuilder implements SourceBuilder {
           }
           throw err;
         });
+      took('imported into the image store');
       log.write(`pier: image ${image.digest}\n`);
       return { digest: image.digest };
     } catch (err) {
