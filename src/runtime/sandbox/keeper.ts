@@ -230,12 +230,18 @@ async function start(msg: StartMessage): Promise<void> {
 /** The init's pid once runc has written it (the sandbox then exists); undefined if runc ended. */
 async function waitPidFile(file: string, over: () => boolean): Promise<number | undefined> {
   const deadline = Date.now() + 30_000;
-  while (!over() && Date.now() < deadline) {
+  const written = () => {
     const pid = Number(readText(file));
-    if (Number.isInteger(pid) && pid > 0) return pid;
+    return Number.isInteger(pid) && pid > 0 ? pid : undefined;
+  };
+  while (!over() && Date.now() < deadline) {
+    const pid = written();
+    if (pid) return pid;
     await sleep(1);
   }
-  return undefined;
+  // A process that fails at once (no such program) may end, with runc, between two looks
+  // after runc wrote the file: it started all the same.
+  return written();
 }
 
 function readText(file: string): string {
