@@ -1,6 +1,7 @@
 /**
  * A small Dockerfile app from source to its first proxied 200 (issue 25, "Benchmarks"):
- * `FROM` a busybox base in the bench's registry, `COPY index.html`, `CMD httpd`. pier:
+ * `FROM` a busybox base in the bench's registry, a `RUN` step standing for installing the
+ * dependencies (a second or so of shell), `COPY index.html`, `CMD httpd`. pier:
  * upload the source, build it, deploy `build:<id>` while GETs through the proxy wait for
  * the new page (the first 200 of the new release, before the deploy has retired the old
  * release's machine and ended): the API steps `pier deploy` takes. Baseline, in the same run, first: the
@@ -42,6 +43,9 @@ const BASE: ImageSpec = { layers: [busyboxLayer()], config: { Cmd: ['/bin/sh'] }
 function dockerfile(from: string): string {
   return [
     `FROM ${from}`,
+    // The dependencies' step (as `npm ci` would be): a second or so of work before the
+    // source is copied, which a rebuild after a source change takes from the layer cache.
+    'RUN i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done; echo $i > /deps',
     'COPY index.html /www/index.html',
     `CMD ["/bin/httpd", "-f", "-p", "${INTERNAL_PORT}", "-h", "/www"]`,
     '',
@@ -62,6 +66,12 @@ async function pierSample(b: MachinePier, from: string, page: string): Promise<S
     `    build: queued ${at(build.startedAt) - at(build.createdAt)} ms, ` +
       `building ${at(build.finishedAt) - at(build.startedAt)} ms`,
   );
+  // The build's phases, as its log times them (`pier: … (N ms)`).
+  const log = await fetch(`${b.url}/v1/builds/${build.id}/logs`, {
+    headers: { authorization: `Bearer ${b.org.token}` },
+  }).then((r) => r.text());
+  const phases = [...log.matchAll(/^pier: (.+) \((\d+) ms\)$/gm)].map((m) => `${m[1]} ${m[2]} ms`);
+  console.log(`    build phases: ${phases.join(', ')}`);
   const steps: string[] = [];
   // The new page is asked for from the deploy's start: the release serves once the proxy
   // moves to it, before the deploy retires the old release's machine and ends.

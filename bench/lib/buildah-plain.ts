@@ -41,6 +41,10 @@ export function buildahBud(storageDir: string, context: string, tag: string): Pr
     '--runroot',
     path.join(storageDir, 'runroot'),
     'bud',
+    // A RUN step needs no network here, and buildah's default one would add firewall
+    // rules of netavark's to the host.
+    '--network',
+    'none',
     '--pull-never',
     '--layers',
     '-f',

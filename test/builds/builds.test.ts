@@ -183,6 +183,7 @@ describe.skipIf(!canRunMachines)('builds', () => {
       `FROM ${base} AS stage`,
       'RUN echo built-in-stage > /stage.txt',
       `FROM ${base}`,
+      'RUN echo built-in-final > /final.txt',
       'COPY --from=stage /stage.txt /srv/stage.txt',
       'COPY index.html /srv/index.html',
       // The secret is there in the step (its length is printed), and nowhere after.
@@ -212,7 +213,9 @@ describe.skipIf(!canRunMachines)('builds', () => {
     // A rebuild with only a source change reuses the app's layer cache for the steps before it.
     const again = await build('web', { Dockerfile: dockerfile, 'index.html': 'changed' });
     expect(again.build.state, again.log).toBe('done');
+    // Of every stage: the final one's too (its image of the last build is kept for that).
     expect(again.log).toMatch(/RUN echo built-in-stage[^\n]*\n--> Using cache/);
+    expect(again.log).toMatch(/RUN echo built-in-final[^\n]*\n--> Using cache/);
     expect(again.build.imageDigest).not.toBe(b.imageDigest);
     rebuilt = again.build;
 

@@ -70,6 +70,8 @@ export function budArgs(opts: {
   cgroupParent: string;
   /** runc's state directory for the RUN containers (the build's own). */
   runcRoot: string;
+  /** Where buildah writes the built image's id. */
+  iidFile: string;
   limits: BuildLimits;
   /** The network lent to the RUN steps, and the empty tree that stands in for their /sys. */
   network?: { netnsPath: string; dns?: string; emptySys: string };
@@ -114,6 +116,8 @@ export function budArgs(opts: {
     '--cgroup-parent',
     opts.cgroupParent,
     ...opts.secrets.flatMap((s) => ['--secret', `id=${s.id},src=${s.file}`]),
+    '--iidfile',
+    opts.iidFile,
     '-f',
     opts.dockerfile,
     '-t',
@@ -127,9 +131,12 @@ export function pushArgs(storage: BuildahStorage, tag: string, dir: string): str
   return [...storageArgs(storage), 'push', '--quiet', tag, `oci:${dir}`];
 }
 
-/** `buildah rmi` of `tag` (its cached intermediate layers stay). */
-export function rmiArgs(storage: BuildahStorage, tag: string): string[] {
-  return [...storageArgs(storage), 'rmi', tag];
+/**
+ * `buildah rmi` of an image by its id: the image with the intermediate images under it
+ * that no other image stands on (so the layers a newer build shares with it stay).
+ */
+export function rmiArgs(storage: BuildahStorage, id: string): string[] {
+  return [...storageArgs(storage), 'rmi', id];
 }
 
 /**

@@ -4,7 +4,7 @@
  *
  * Each app has a pool volume (`b-<app>`, quota'd at the operator's disk cap) holding its
  * builder storage, which is its layer cache: a rebuild whose Dockerfile steps are
- * unchanged reuses them. A build works in `work/<build id>/` on that volume (context,
+ * unchanged reuses them (the newest build's image stays, see keepNewestOnly). A build works in `work/<build id>/` on that volume (context,
  * secrets, the image layout), removed when it ends, whatever the outcome.
  *
  * Base images are pulled by pier's image store (outbound guard, registry rules, caps)
@@ -38,6 +38,7 @@ import {
   rmiArgs,
   runBuildah,
   type BuildahExit,
+  type BuildahRun,
   type BuildahStorage,
   type BuildLimits,
 } from './buildah.js';
@@ -266,7 +267,9 @@ export class LocalBuilder implements SourceBuilder {
       const secrets = await this.writeSecrets(work, spec.secrets);
       const seccompFile = path.join(work, 'seccomp.json');
       await writeFile(seccompFile, JSON.stringify(seccompProfile()));
-      const tag = `localhost/pier-build/${spec.id}`;
+      // One name per app's storage, moved by each build (they run one at a time): the
+      // newest build's image and the layers under it are the cache of the next.
+      const tag = 'localhost/pier-build/newest';
       // The RUN steps' network is lent for the length of `bud` only, and only to a
       // Dockerfile that has a RUN step (nothing else runs code: base images come as OCI
       // layouts, whose ONBUILD triggers buildah ignores).
@@ -294,6 +297,7 @@ export class LocalBuilder implements SourceBuilder {
             // group it is given, so pier's caps sit on the parent, over all RUN steps.
             cgroupParent: `${cgroups.path(group)}/run`,
             runcRoot,
+            iidFile: path.join(work, 'image-id'),
             limits,
             ...(net ? { network: { ...budNetwork(net), emptySys: EMPTY_SYS_DIR } } : {}),
           }),
@@ -322,8 +326,7 @@ export class LocalBuilder implements SourceBuilder {
       const run = { log, deadline, signal: spec.signal, scratch };
       const push = await runBuildah(pushArgs(storage, tag, out), run);
       if (push.code !== 0) throw new BuildFailure('The built image could not be exported.');
-      // The cached intermediate layers stay (the app's cache); the tagged image goes.
-      await runBuildah(rmiArgs(storage, tag), run).catch(() => undefined);
+      await this.keepNewestOnly(volume.path, path.join(work, 'image-id'), storage, run);
       took('exported');
       const image = await this.opts.images
         .importLayout(out, `build/${spec.id}`, spec.signal ? { signal: spec.signal } : {})
@@ -355,6 +358,25 @@ export class LocalBuilder implements SourceBuilder {
    * The network the RUN steps of build `id` join, when there is a lender, and the empty
    * /sys they get with it (made once; read-only for everyone).
    */
+  /**
+   * The app's storage keeps the newest build's image (tagged, with the layers under it:
+   * the cache of the next build) and removes the one before it, with the intermediate
+   * images only it stood on. Its id is kept in the volume from build to build.
+   */
+  private async keepNewestOnly(
+    volumeDir: string,
+    iidFile: string,
+    storage: BuildahStorage,
+    run: BuildahRun,
+  ): Promise<void> {
+    const record = path.join(volumeDir, 'newest-image');
+    const newest = (await readFile(iidFile, 'utf8').catch(() => '')).trim();
+    const before = (await readFile(record, 'utf8').catch(() => '')).trim();
+    if (before && before !== newest)
+      await runBuildah(rmiArgs(storage, before), run).catch(() => undefined);
+    if (newest) await writeFile(record, newest);
+  }
+
   private async lendNetwork(id: string): Promise<BuildNetwork | undefined> {
     if (!this.opts.network) return undefined;
     await mkdir(path.join(EMPTY_SYS_DIR, 'fs', 'cgroup'), { recursive: true, mode: 0o555 });
