@@ -276,7 +276,7 @@ export async function startPlatform(config: Config, opts: PlatformOptions = {}):
       pool,
       extraRoutes: opts.extraRoutes,
     });
-    undo.push(() => app.close());
+    undo.push(() => closeApp(app));
     const stopEdgeTable = await startEdgeTable(ctx);
     undo.push(async () => stopEdgeTable());
     if (config.dnsListen) {
@@ -392,5 +392,22 @@ export async function startPlatform(config: Config, opts: PlatformOptions = {}):
   } catch (err) {
     await unwind();
     throw err;
+  }
+}
+
+/** How long a shutdown waits for requests in flight before it cuts their connections. */
+const CLOSE_GRACE_MS = 5_000;
+
+/**
+ * Closes the API server: idle connections at once, requests in flight given a grace, then
+ * cut (a client that never finishes its request, or a stream left open, would otherwise
+ * hold a SIGTERM of `pier serve` for ever).
+ */
+async function closeApp(app: FastifyInstance): Promise<void> {
+  const grace = setTimeout(() => app.server.closeAllConnections(), CLOSE_GRACE_MS);
+  try {
+    await app.close();
+  } finally {
+    clearTimeout(grace);
   }
 }
