@@ -7,12 +7,12 @@
  * apps), started before the tests, so the file costs about the time cap.
  */
 import { execFile } from 'node:child_process';
-import { access } from 'node:fs/promises';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { busyboxLayer, DEFAULT_APPLETS } from '../../src/runtime/images/build.test-helper.js';
 import { canRunMachines, startMachineBed, type MachineBed } from '../machines/bed.js';
 import { sourceArchive, uploadSource } from './archive.js';
+import { existingPaths } from '../helpers/existing-paths.js';
 import { buildNetworkLeft } from './network-left.js';
 
 const execFileP = promisify(execFile);
@@ -24,18 +24,9 @@ let bed: MachineBed;
 const builds = new Map<string, Promise<{ build: any; log: string; ms: number }>>();
 
 /** What a build of this file left on the host: its bundles, its runc state. */
-async function leftoversOf(id: string): Promise<string[]> {
+function leftoversOf(id: string): Promise<string[]> {
   const lower = id.toLowerCase();
-  const dirs = [`/var/tmp/pier-${lower}`, `/run/pier/build-runc/${lower}`];
-  const left = await Promise.all(
-    dirs.map((d) =>
-      access(d).then(
-        () => d,
-        () => undefined,
-      ),
-    ),
-  );
-  return left.filter((d): d is string => !!d);
+  return existingPaths([`/var/tmp/pier-${lower}`, `/run/pier/build-runc/${lower}`]);
 }
 
 /** Builds `dockerfile` as app `app`; answers the ended build, its log and how long it took. */
