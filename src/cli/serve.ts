@@ -1,7 +1,7 @@
 /** `pier serve` (CONTRACT 1): flags with environment twins, graceful SIGTERM. */
 import type { Command } from 'commander';
 import { configFromEnv, mergeConfig, resolveConfig } from '../config.js';
-import { startPlatform } from '../platform.js';
+import { startPlatform, type Platform } from '../platform.js';
 
 interface ServeFlags {
   listen?: string;
@@ -72,5 +72,21 @@ export function registerServe(program: Command): void {
         `pier is serving on ${platform.url} (operator token in ${config.dataDir}/operator-token unless PIER_OPERATOR_TOKEN is set)`,
       );
       if (asked) stop(asked);
+      else openPoolEarly(platform);
     });
+}
+
+/**
+ * The storage pool opens on first use (tests start many platforms that never need one),
+ * but a server is started to be used: opening it now, while nothing waits, takes its
+ * mount (and on a new install its making, some 0.5 s) off the first deploy, machine,
+ * volume or database. A failure here is only logged: that first use tries again and
+ * answers with the reason.
+ */
+function openPoolEarly(platform: Platform): void {
+  platform.ctx.pool.get().then(
+    () => platform.app.log.info('storage pool open'),
+    (err: unknown) =>
+      platform.app.log.warn({ err }, 'storage pool not opened yet; its first use tries again'),
+  );
 }

@@ -26,6 +26,7 @@ import { listening } from '../databases/helpers.js';
 import { makeInternet, removeInternet, type Internet } from '../helpers/internet.js';
 import { sourceArchive, uploadSource } from './archive.js';
 import { buildNetworkLeft } from './network-left.js';
+import { existingPaths } from '../helpers/existing-paths.js';
 
 const execFileP = promisify(execFile);
 const APPLETS = [
@@ -82,6 +83,23 @@ async function nftRuleset(): Promise<string> {
 }
 
 /** Uploads `tree` to `app` and builds it; answers the finished build and its log. */
+/** What a build's log says when it removed what an unfinished one left. */
+const SWEPT = 'what an unfinished build left removed';
+
+/** The `buildah` storage flags of an app's layer cache (its volume in the pool). */
+async function buildahStorageOf(app: string): Promise<string[]> {
+  const { id } = (await bed.req('GET', `/v1/apps/${app}`)).body;
+  const name = `b-${id.toLowerCase()}`;
+  const [volume] = await existingPaths(
+    ['mnt', 'volumes'].map((sub) => path.join(bed.tp.dataDir, 'pool', sub, name)),
+  );
+  expect(volume, `the build cache of ${app}`).toBeDefined();
+  return [
+    ...['--storage-driver', 'vfs', '--root', path.join(volume!, 'storage')],
+    ...['--runroot', path.join(volume!, 'run')],
+  ];
+}
+
 async function build(
   app: string,
   tree: Parameters<typeof sourceArchive>[0],
@@ -217,6 +235,8 @@ describe.skipIf(!canRunMachines)('builds', () => {
     expect(again.log).toMatch(/RUN echo built-in-stage[^\n]*\n--> Using cache/);
     expect(again.log).toMatch(/RUN echo built-in-final[^\n]*\n--> Using cache/);
     expect(again.build.imageDigest).not.toBe(b.imageDigest);
+    // The build before it ended well: nothing was looked for (no /proc scan, no buildah rm).
+    expect(again.log).not.toContain(SWEPT);
     rebuilt = again.build;
 
     const listed = await bed.req('GET', '/v1/apps/web/builds');
@@ -235,6 +255,18 @@ describe.skipIf(!canRunMachines)('builds', () => {
     const grep = await execFileP('grep', ['-r', '-l', 'tok-3141592653', root]).catch((e) => e);
     expect(grep.code).toBe(1);
   }, 180_000);
+
+  it("removes what a failed build left (buildah's working container) at the app's next build", async () => {
+    const failed = await build('slow', { Dockerfile: `FROM ${base}\nRUN echo half && false\n` });
+    expect(failed.build.state, failed.log).toBe('failed');
+    const storage = await buildahStorageOf('slow');
+    const list = () => execFileP('buildah', [...storage, 'containers', '-q']);
+    expect((await list()).stdout.trim(), 'the failed step left its container').not.toBe('');
+    const next = await build('slow', { Dockerfile: `FROM ${base}\nCMD ["true"]\n` });
+    expect(next.build.state, next.log).toBe('done');
+    expect(next.log).toContain(SWEPT);
+    expect((await list()).stdout.trim(), 'working containers').toBe('');
+  });
 
   it("is another organization's only as build-not-found", async () => {
     expect((await bed.req('GET', `/v1/builds/${built.id}`, undefined, other.token)).body.code).toBe(

@@ -79,6 +79,7 @@ beforeAll(async () => {
       PIER_LOG_LEVEL: 'warn',
       PIER_DATABASE_USER_PREFIX: testIdentityPrefix(),
       PIER_SERVICES_HOST: '127.0.0.1',
+      PIER_STORAGE_POOL: 'directory',
     },
   });
   await healthy(replicaUrl);

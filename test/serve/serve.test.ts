@@ -2,13 +2,16 @@ import { existsSync } from 'node:fs';
 import { chmod, mkdtemp, readFile, rm, stat } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { request } from '../helpers/platform.js';
 import { freePort, healthy, startServe, type Served } from '../helpers/serve.js';
 
 // `pier serve` as people run it: a real process, the embedded store in its data dir.
+// A directory pool: these servers are killed with SIGKILL, which would leave a btrfs mount.
 function serve(dataDir: string, port: number, extraEnv: Record<string, string> = {}): Served {
-  return startServe(['--listen', `127.0.0.1:${port}`, '--data-dir', dataDir], { env: extraEnv });
+  return startServe(['--listen', `127.0.0.1:${port}`, '--data-dir', dataDir], {
+    env: { PIER_STORAGE_POOL: 'directory', ...extraEnv },
+  });
 }
 
 let root: string;
@@ -40,6 +43,14 @@ describe('pier serve', () => {
     const token = (await readFile(file, 'utf8')).trim();
     const res = await request(base, 'POST', '/admin/v1/orgs', { token, body: { name: 'kept' } });
     expect(res.status).toBe(201);
+  });
+
+  it('opens the storage pool once started, before anything needs it', async () => {
+    await vi.waitFor(() => expect(first.output()).toContain('storage pool open'), {
+      timeout: 30_000,
+      interval: 100,
+    });
+    expect(existsSync(path.join(dataDir, 'pool'))).toBe(true);
   });
 
   it('refuses a second server on the same data dir with a clear message', async () => {

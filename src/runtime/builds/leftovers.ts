@@ -4,8 +4,9 @@
  * pier, the RUN step's container runs on in the build's cgroup after buildah is gone,
  * and buildah's working containers stay recorded in the app's layer storage.
  *
- * Before a build runs (its first try or a rerun), the builder kills every process that
- * names this app's storage (buildah of any earlier build of the app: builds of one app run
+ * A build marks the app's storage until it ends well. When the next build (a rerun, or
+ * the app's next one) finds the mark, the builder kills every process that names this
+ * app's storage (buildah of any earlier build of the app: builds of one app run
  * one at a time in this process, and one `pier serve` holds a data dir) or this build's
  * runc state, and the build's cgroup is emptied by the caller. Working containers are
  * then removed with `buildah rm --all` (none of them belongs to a build still running).

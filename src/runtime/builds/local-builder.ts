@@ -138,6 +138,8 @@ const BASES_DIR = '/run/pier/build-bases';
  */
 const BUNDLES_DIR = '/var/tmp';
 const RUNC_STATE_DIR = '/run/pier/build-runc';
+/** In the app's build volume while a build of it has not ended well (see buildNow). */
+const UNFINISHED_MARKER = 'unfinished-build';
 /**
  * The empty read-only tree a RUN step with a lent network has as /sys (buildah.ts), with
  * the one directory buildah mounts on inside it (the step's cgroup).
@@ -210,6 +212,7 @@ export class LocalBuilder implements SourceBuilder {
   }
 
   private async buildNow(spec: BuildSpec): Promise<{ digest: string }> {
+    const started = performance.now();
     const { pool } = await this.opts.pool.get();
     const name = cacheVolume(spec.cache);
     const volume =
@@ -226,12 +229,19 @@ export class LocalBuilder implements SourceBuilder {
     const bases = path.join(BASES_DIR, spec.id.toLowerCase());
     const scratch = path.join(BUNDLES_DIR, `pier-${spec.id.toLowerCase()}`);
     const runcRoot = path.join(RUNC_STATE_DIR, spec.id.toLowerCase());
-    // What an earlier try killed with `pier serve` left: buildah, its RUN container, the
-    // runc state, bundles and working containers (leftovers.ts).
-    await killProcessesNaming([storage.root, runcRoot]);
-    await killCgroup(cgroups, group);
+    // Each build marks the app's storage until it has ended well. Only a build that did
+    // not (pier killed in the middle, a cap, a failure) can have left buildah, its RUN
+    // container, runc state, bundles or working containers (leftovers.ts): they are
+    // looked for then, and a clean history costs no scan of /proc and no `buildah rm`.
+    const marker = path.join(volume.path, UNFINISHED_MARKER);
+    const unclean = (await readFile(marker, 'utf8').catch(() => undefined)) !== undefined;
+    if (unclean) {
+      await killProcessesNaming([storage.root, runcRoot]);
+      await killCgroup(cgroups, group);
+    }
     for (const dir of [work, bases, scratch, runcRoot])
       await rm(dir, { recursive: true, force: true });
+    await writeFile(marker, `${spec.id}\n`);
     const context = path.join(work, 'context');
     await mkdir(context, { recursive: true, mode: 0o700 });
     const { limits } = this.opts;
@@ -244,18 +254,23 @@ export class LocalBuilder implements SourceBuilder {
     const killGroup = () => void killCgroup(cgroups, group);
     const log = createWriteStream(spec.logFile, { flags: 'a', mode: 0o600 });
     const deadline = Date.now() + this.opts.limits.timeoutS * 1000;
+    let ended = false;
     try {
       // Passable (not readable) by the remapped root of the RUN containers.
       await mkdir(scratch, { mode: 0o711 });
       const leftover = { log, deadline, scratch };
       // Each phase's time goes into the log, as a builder's own output shows it.
-      let phase = performance.now();
+      let phase = started;
       const took = (what: string) => {
         const now = performance.now();
         log.write(`pier: ${what} (${Math.round(now - phase)} ms)\n`);
         phase = now;
       };
-      await runBuildah(rmAllArgs(storage), leftover).catch(() => undefined);
+      took('build storage ready');
+      if (unclean) {
+        await runBuildah(rmAllArgs(storage), leftover).catch(() => undefined);
+        took('what an unfinished build left removed');
+      }
       await unpackSource(spec.source, context);
       const original = await this.dockerfileText(spec, context);
       const { text } = await rewriteBases(original, (ref) =>
@@ -338,6 +353,7 @@ export class LocalBuilder implements SourceBuilder {
         });
       took('imported into the image store');
       log.write(`pier: image ${image.digest}\n`);
+      ended = true;
       return { digest: image.digest };
     } catch (err) {
       if (err instanceof DockerfileError) throw new BuildFailure(err.message);
@@ -351,6 +367,7 @@ export class LocalBuilder implements SourceBuilder {
       await rm(bases, { recursive: true, force: true }).catch(() => undefined);
       await rm(scratch, { recursive: true, force: true }).catch(() => undefined);
       await rm(runcRoot, { recursive: true, force: true }).catch(() => undefined);
+      if (ended) await rm(marker, { force: true }).catch(() => undefined);
     }
   }
 
