@@ -341,16 +341,29 @@ export class LocalBuilder implements SourceBuilder {
       const run = { log, deadline, signal: spec.signal, scratch };
       const push = await runBuildah(pushArgs(storage, tag, out), run);
       if (push.code !== 0) throw new BuildFailure('The built image could not be exported.');
-      await this.keepNewestOnly(volume.path, path.join(work, 'image-id'), storage, run);
       took('exported');
-      const image = await this.opts.images
-        .importLayout(out, `build/${spec.id}`, spec.signal ? { signal: spec.signal } : {})
-        .catch((err: unknown) => {
-          if (err instanceof ImageError) {
-            throw new BuildFailure(`The built image was refused (${err.code}): ${err.message}`);
-          }
-          throw err;
-        });
+      // The build before's image leaves the app's storage while this one is imported: one
+      // works in buildah's storage, the other reads the layout just written.
+      const [imported, kept] = await Promise.allSettled([
+        this.opts.images.importLayout(
+          out,
+          `build/${spec.id}`,
+          spec.signal ? { signal: spec.signal } : {},
+        ),
+        this.keepNewestOnly(volume.path, path.join(work, 'image-id'), storage, run),
+      ]);
+      if (kept.status === 'rejected')
+        this.opts.log.warn(
+          { build: spec.id, err: (kept.reason as Error).message },
+          'the build before stays in the layer cache',
+        );
+      if (imported.status === 'rejected') {
+        const err: unknown = imported.reason;
+        if (err instanceof ImageError)
+          throw new BuildFailure(`The built image was refused (${err.code}): ${err.message}`);
+        throw err;
+      }
+      const image = imported.value;
       took('imported into the image store');
       log.write(`pier: image ${image.digest}\n`);
       ended = true;
