@@ -31,48 +31,42 @@ export function mayTry(deps: GatewayDeps, addressKey: string): boolean {
 }
 
 /**
- * Answers one login request: resolves with the login when `auth` was accepted as a
- * complete login, undefined otherwise (refused, or a key only looked at, not signed).
+ * Answers one login request. A complete login is handed to `loggedIn` just before it is
+ * accepted (the connection is ready, and opens channels, at once).
  */
 export async function answerLogin(
   deps: GatewayDeps,
   addressKey: string,
   auth: AuthContext,
-): Promise<SshLogin | undefined> {
+  loggedIn: (login: SshLogin) => void,
+): Promise<void> {
   const fail = (methodsLeft: ('publickey' | 'none')[]) => {
     deps.rateLimiter.count(failureBucket(addressKey), 60_000);
     auth.reject(methodsLeft);
-    return undefined;
   };
-  if (!mayTry(deps, addressKey)) {
-    auth.reject([]);
-    return undefined;
-  }
+  if (!mayTry(deps, addressKey)) return auth.reject([]);
   if (looksLikeToken(auth.username)) {
     const login = await tokenLogin(deps.ctx, auth.username);
     if (!login) return fail([]);
     // A key offered only to be looked at is answered "go on" first, as publickey asks.
-    if (auth.method === 'publickey' && !auth.signature) {
-      auth.accept();
-      return undefined;
-    }
-    auth.accept();
-    return login;
+    if (auth.method === 'publickey' && !auth.signature) return auth.accept();
+    loggedIn(login);
+    return auth.accept();
   }
   if (auth.method === 'none') {
     // OpenSSH asks first which methods there are: not a failed try.
-    auth.reject(['publickey']);
-    return undefined;
+    return auth.reject(['publickey']);
   }
   if (auth.method !== 'publickey') return fail(['publickey']);
-  return answerKey(deps, auth, fail);
+  return answerKey(deps, auth, fail, loggedIn);
 }
 
 async function answerKey(
   deps: GatewayDeps,
   auth: PublicKeyAuthContext,
-  fail: (methodsLeft: 'publickey'[]) => undefined,
-): Promise<SshLogin | undefined> {
+  fail: (methodsLeft: 'publickey'[]) => void,
+  loggedIn: (login: SshLogin) => void,
+): Promise<void> {
   const fingerprint =
     'SHA256:' + createHash('sha256').update(auth.key.data).digest('base64').replace(/=+$/, '');
   const found = await keyLogin(deps.ctx, auth.username, fingerprint);
@@ -83,11 +77,9 @@ async function answerKey(
   if (blob.length !== auth.key.data.length || !timingSafeEqual(blob, auth.key.data)) {
     return fail(['publickey']);
   }
-  if (!auth.signature || !auth.blob) {
-    auth.accept(); // the key would do: the client signs next
-    return undefined;
-  }
+  // The key would do: the client signs next.
+  if (!auth.signature || !auth.blob) return auth.accept();
   if (stored.verify(auth.blob, auth.signature, auth.hashAlgo) !== true) return fail(['publickey']);
+  loggedIn(found.login);
   auth.accept();
-  return found.login;
 }

@@ -39,15 +39,10 @@ export function serveClient(
       client.end();
       return;
     }
-    answerLogin(deps, addressKey, auth).then(
-      (accepted) => {
-        if (accepted) login = accepted;
-      },
-      (err: unknown) => {
-        deps.log.error({ err, ip }, 'ssh gateway: login failed on our side');
-        auth.reject([]);
-      },
-    );
+    answerLogin(deps, addressKey, auth, (accepted) => (login = accepted)).catch((err: unknown) => {
+      deps.log.error({ err, ip }, 'ssh gateway: login failed on our side');
+      auth.reject([]);
+    });
   });
   client.once('ready', () => {
     clearTimeout(tooSlow);
@@ -59,6 +54,9 @@ export function serveClient(
     loggedIn(deps, client, login, ip);
   });
 }
+
+/** How long a connection whose login ended may take to leave before it is cut. */
+const LEAVE_WITHIN_MS = 1000;
 
 function loggedIn(deps: GatewayDeps, client: Connection, login: SshLogin, ip: string): void {
   const tracked = deps.authenticator.track(loginKey(login), login.orgId, login.credential);
@@ -81,8 +79,9 @@ function loggedIn(deps: GatewayDeps, client: Connection, login: SshLogin, ip: st
     const signal = tracked.signal;
     const why = signal.reason instanceof AuthEnded ? signal.reason : new AuthEnded('revoked');
     for (const end of [...open]) end(why.reason, why);
-    // The channels' last words are queued ahead of the disconnect.
-    client.end();
+    // The client leaves once its channels are closed; a disconnect sent with them could
+    // overtake their last words (OpenSSH quits on it before printing what it buffered).
+    setTimeout(() => client.end(), LEAVE_WITHIN_MS).unref();
   };
   client.on('close', () => {
     tracked.signal.removeEventListener('abort', onAuthEnded);
