@@ -100,7 +100,10 @@ async function startGateway(
 ): Promise<{ answer: SshGateway; close(): Promise<void> }> {
   const key = await loadHostPrivateKey(config.dataDir);
   const parsed = parseSshPublicKey(key.publicKey);
-  if (config.sshHostKey && parseSshPublicKey(config.sshHostKey).fingerprint !== parsed.fingerprint) {
+  if (
+    config.sshHostKey &&
+    parseSshPublicKey(config.sshHostKey).fingerprint !== parsed.fingerprint
+  ) {
     throw new Error(
       `PIER_SSH_HOST_KEY is not the gateway's host key (${parsed.fingerprint}, ${path.join(config.dataDir, 'ssh_host_ed25519_key.pub')})`,
     );

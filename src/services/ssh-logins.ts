@@ -142,7 +142,10 @@ export async function shellMachine(ctx: ServiceContext, login: SshLogin): Promis
   if (login.machine !== undefined) {
     const row = await guestMachine(ctx, login.orgId, login.machine);
     if (row.app_name !== login.app) {
-      throw new ApiError('machine-not-found', `No machine '${login.machine}' in this organization.`);
+      throw new ApiError(
+        'machine-not-found',
+        `No machine '${login.machine}' in this organization.`,
+      );
     }
     return row.id;
   }

@@ -38,7 +38,10 @@ beforeAll(async () => {
     layers: [
       busyboxLayer(),
       [
-        { path: 'etc/passwd', content: 'root:x:0:0::/root:/bin/sh\nweb:x:1000:1000::/srv:/bin/sh\n' },
+        {
+          path: 'etc/passwd',
+          content: 'root:x:0:0::/root:/bin/sh\nweb:x:1000:1000::/srv:/bin/sh\n',
+        },
         { path: 'etc/group', content: 'root:x:0:\nweb:x:1000:\n' },
         { path: 'srv/', uid: 1000, gid: 1000 },
         { path: 'srv/index.html', content: 'served\n' },
@@ -361,8 +364,9 @@ describe.skipIf(!canRunMachines)('forwards and bounds', () => {
     });
     try {
       const opened = await Promise.all(
-        Array.from({ length: SSH_LIMITS.channelsPerConnection + 2 }, () =>
-          new Promise<boolean>((resolve) => client.exec('sleep 5', (err) => resolve(!err))),
+        Array.from(
+          { length: SSH_LIMITS.channelsPerConnection + 2 },
+          () => new Promise<boolean>((resolve) => client.exec('sleep 5', (err) => resolve(!err))),
         ),
       );
       expect(opened.filter(Boolean).length).toBe(SSH_LIMITS.channelsPerConnection);
@@ -389,6 +393,28 @@ describe.skipIf(!canRunMachines)('forwards and bounds', () => {
     } finally {
       SSH_LIMITS.failuresPerMinute = saved;
     }
+  });
+});
+
+describe.skipIf(!canRunMachines)('shutdown', () => {
+  // Last: the restarted pier listens on another port.
+  it('ends every session at once when pier stops, and listens again after a restart', async () => {
+    const argv = ['sleep', String(80_000 + Math.floor(Math.random() * 10_000))];
+    const s = startSsh(keyArgs('sshbox', argv.join(' ')));
+    await expect.poll(() => processRuns(argv), { timeout: 8000 }).toBe(true);
+    const stoppingAt = Date.now();
+    let exitedAt = 0;
+    void s.done.then(() => (exitedAt = Date.now()));
+    await bed.restart();
+    expect((await s.done).code).toBe(255);
+    expect(exitedAt - stoppingAt).toBeLessThan(2000);
+    expect(await processRuns(argv)).toBe(false);
+    gateway = (await bed.req('GET', '/v1/ssh')).body;
+    knownHosts = await home.knownHosts('known_hosts', gateway.host, gateway.port, gateway.hostKey);
+    expect(await runSsh(keyArgs('sshbox', 'echo back'))).toMatchObject({
+      code: 0,
+      stdout: 'back\n',
+    });
   });
 });
 
