@@ -291,7 +291,8 @@ export async function startPlatform(config: Config, opts: PlatformOptions = {}):
     undo.push(async () => ctx.machines?.close?.());
     // One limiter for the API and the SSH gateway: their session starts share a window.
     const rateLimiter = new RateLimiter();
-    // Closed before the machines: its sessions' processes are killed as it ends them.
+    // Closed before the machines (and again, first of all, below): its sessions' processes
+    // are killed as it ends them.
     const gateway = await startGateway(config, {
       ctx,
       authenticator,
@@ -402,6 +403,9 @@ export async function startPlatform(config: Config, opts: PlatformOptions = {}):
     undo.push(async () => stopPolicies());
     const udpRelays = await startUdpRelays(ctx, config.listenHost);
     undo.push(async () => udpRelays.stop());
+    // At shutdown the gateway goes first: its sessions end at once, not after the API's
+    // grace or the jobs in flight.
+    undo.push(() => gateway.close());
 
     const base = `http://${urlHost(config.listenHost)}:${port}`;
     logger.info(

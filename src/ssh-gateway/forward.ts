@@ -46,6 +46,7 @@ export function serveForward(
         if (done) return;
         const ch = accept();
         channel = ch;
+        ch.on('error', () => finish('client-error'));
         c.deps.log.info({ ...log, target: admitted.what }, 'ssh gateway: forward opened');
         socket.setTimeout(TUNNEL_LIMITS.idleMs, () => finish('idle'));
         socket.pipe(ch);
@@ -53,7 +54,7 @@ export function serveForward(
         ch.on('close', () => finish('client-closed'));
         socket.on('close', () => finish('closed'));
       });
-      socket.once('error', (err: NodeJS.ErrnoException) => {
+      socket.on('error', (err: NodeJS.ErrnoException) => {
         c.deps.log.warn({ ...log, err: err.code ?? err.message }, 'ssh gateway: forward failed');
         if (!channel) reject();
         finish('host-error');

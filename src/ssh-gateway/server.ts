@@ -77,17 +77,20 @@ export async function startSshGateway(
   const port = typeof address === 'object' && address ? address.port : opts.port;
   deps.log.info({ host: opts.host, port }, 'the SSH gateway is listening');
 
+  let closing: Promise<void> | undefined;
   return {
     port,
-    async close() {
-      const closed = new Promise<void>((resolve) => tcp.close(() => resolve()));
-      // Sessions end with their connection (connection.ts): their processes are killed.
-      for (const socket of sockets) socket.end();
-      const grace = setTimeout(() => {
-        for (const socket of sockets) socket.destroy();
-      }, CLOSE_GRACE_MS);
-      await closed;
-      clearTimeout(grace);
-    },
+    close: () => (closing ??= closeAll()),
   };
+
+  async function closeAll(): Promise<void> {
+    const closed = new Promise<void>((resolve) => tcp.close(() => resolve()));
+    // Sessions end with their connection (connection.ts): their processes are killed.
+    for (const socket of sockets) socket.end();
+    const grace = setTimeout(() => {
+      for (const socket of sockets) socket.destroy();
+    }, CLOSE_GRACE_MS);
+    await closed;
+    clearTimeout(grace);
+  }
 }

@@ -51,7 +51,7 @@ export function serveSession(
     endReason = reason;
     release?.();
     if (admitted && !exited) endExecSession(c.deps.ctx, admitted.id, reason);
-    if (why && channel) {
+    if (why && channel?.writable) {
       channel.stderr.write(`\r\npier: ${why.code}: ${why.message} (${why.reason})\r\n`);
       channel.close();
     }
@@ -75,15 +75,22 @@ export function serveSession(
   });
   // Variables from the client's side are not passed in: the machine's environment holds.
   session.on('env', (_ok, no) => no?.());
-  session.on('shell', (ok) => void run(ok(), undefined));
-  session.on('exec', (ok, _no, info) => void run(ok(), ['/bin/sh', '-c', info.command]));
+  // One process per session channel: a second request finds no channel to accept.
+  const start = (ch: ServerChannel | undefined, argv: string[] | undefined) => {
+    if (!ch) return;
+    // A write racing the channel's close must not become an unhandled error.
+    ch.on('error', () => undefined);
+    ch.stderr.on('error', () => undefined);
+    run(ch, argv).catch((err: unknown) => refuse(ch, err));
+  };
+  session.on('shell', (ok) => start(ok(), undefined));
+  session.on('exec', (ok, _no, info) => start(ok(), ['/bin/sh', '-c', info.command]));
 
-  /** Tells the client why the session cannot open, and closes it. */
+  /** Tells the client why the session cannot open (or failed), and closes it. */
   const refuse = (ch: ServerChannel, err: unknown) => {
-    exited = true; // nothing of ours runs: there is nothing to end
     const e = err instanceof ApiError ? err : new ApiError('host-error');
     if (!(err instanceof ApiError)) c.deps.log.error({ err }, 'ssh gateway: session failed');
-    if (done) return;
+    if (done || !ch.writable) return finish(e.code);
     ch.stderr.write(`pier: ${e.code}: ${e.message}\r\n`);
     ch.exit(REFUSED_EXIT);
     ch.end();
@@ -119,6 +126,7 @@ export function serveSession(
     if (done) return endExecSession(ctx, admitted.id, endReason);
     live = guest;
     guest.onData((stream, data) => {
+      if (done || !ch.writable) return;
       if (stream === 'stdout') ch.write(data);
       else ch.stderr.write(data);
     });

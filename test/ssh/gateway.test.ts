@@ -15,12 +15,22 @@ import { readdir, readFile } from 'node:fs/promises';
 import * as pty from 'node-pty';
 import ssh2 from 'ssh2';
 import { busyboxLayer } from '../../src/runtime/images/build.test-helper.js';
+import type { Authenticator } from '../../src/services/authenticator.js';
 import { MAX_SESSIONS_PER_MACHINE } from '../../src/services/machines/exec-sessions.js';
 import { SSH_LIMITS } from '../../src/ssh-gateway/limits.js';
+import { platformCa, query } from '../databases/helpers.js';
 import type { TestOrg } from '../helpers/platform.js';
 import { canRunMachines, startMachineBed, type MachineBed } from '../machines/bed.js';
 import { until } from '../machines/session.js';
-import { SSH, baseOptions, runSsh, sshHome, startSsh, type SshHome } from './client.js';
+import {
+  SSH,
+  baseOptions,
+  runSsh,
+  sshHome,
+  startSsh,
+  type SshHome,
+  type SshRun,
+} from './client.js';
 
 let bed: MachineBed;
 let home: SshHome;
@@ -203,6 +213,31 @@ describe.skipIf(!canRunMachines)('SSH tokens with the stock ssh client', () => {
     expect((await runSsh(tokenArgs(t.command, 'true'))).code).toBe(255);
   });
 
+  it('keeps a session through the authenticator’s recheck, and cuts it when the org is suspended', async () => {
+    const t = await mintToken();
+    const argv = ['sleep', String(40_000 + Math.floor(Math.random() * 20_000))];
+    const s = startSsh(tokenArgs(t.command, argv.join(' ')));
+    await expect.poll(() => processRuns(argv), { timeout: 8000 }).toBe(true);
+    // The backstop looks the token up in ssh_tokens (not api_keys): it is live.
+    await (bed.tp.platform.ctx.auth as Authenticator).recheckInFlight();
+    await new Promise((r) => setTimeout(r, 200));
+    expect(await processRuns(argv)).toBe(true);
+    let run: SshRun;
+    try {
+      const suspendedAt = Date.now();
+      expect((await bed.tp.admin('POST', `/admin/v1/orgs/${bed.org.id}/suspend`)).status).toBe(200);
+      run = await s.done;
+      expect(Date.now() - suspendedAt).toBeLessThan(2000);
+    } finally {
+      await bed.tp.admin('POST', `/admin/v1/orgs/${bed.org.id}/unsuspend`);
+    }
+    expect(run.stderr).toContain('pier: org-suspended:');
+    await expect.poll(() => processRuns(argv), { timeout: 2000 }).toBe(false);
+    await expect
+      .poll(async () => (await sessionsOf(t.id)).map((x) => x.endReason))
+      .toEqual(['org-suspended']);
+  });
+
   it('refuses a wrong host key in the client', async () => {
     const t = await mintToken();
     const forged = (await home.keyPair('forged-host')).publicKey.split(' ').slice(0, 2).join(' ');
@@ -350,6 +385,46 @@ describe.skipIf(!canRunMachines)('forwards and bounds', () => {
       await expect.poll(() => httpGet(local), { timeout: 8000 }).toBe('served\n');
       // The refused destination: ssh accepts locally, the gateway refuses the channel.
       expect(await httpGet(refused)).toBe('failed');
+    } finally {
+      fwd.child.kill();
+    }
+  });
+
+  it('forwards a local port to a database once it is attached to the app', async () => {
+    const made = await bed.req('POST', '/v1/resources', { name: 'sshdb', kind: 'postgres' });
+    expect(made.status, JSON.stringify(made.body)).toBe(201);
+    await expect
+      .poll(async () => (await bed.req('GET', '/v1/resources/sshdb')).body.state, {
+        timeout: 60_000,
+      })
+      .toBe('ready');
+    const ca = await platformCa(bed.tp);
+    const t = await mintToken();
+    const local = await freePort();
+    const [, ...rest] = t.command.split(' ');
+    const fwd = startSsh([
+      ...baseOptions(knownHosts),
+      '-N',
+      '-L',
+      `127.0.0.1:${local}:sshdb:5432`,
+      ...rest,
+    ]);
+    const url = new URL(made.body.url);
+    url.hostname = '127.0.0.1';
+    url.port = String(local);
+    const select = () =>
+      query<{ one: number }>(url.toString(), ca, 'SELECT 1 AS one').then(
+        (rows) => rows[0]?.one,
+        () => 'refused',
+      );
+    try {
+      await until(() => (fwd.child.exitCode === null ? true : false));
+      // Not attached: the gateway refuses the channel, as for a database of no one's.
+      await new Promise((r) => setTimeout(r, 300));
+      expect(await select()).toBe('refused');
+      const attached = await bed.req('POST', '/v1/apps/sshbox/attach', { database: 'sshdb' });
+      expect(attached.status).toBe(200);
+      await expect.poll(select, { timeout: 10_000 }).toBe(1);
     } finally {
       fwd.child.kill();
     }
