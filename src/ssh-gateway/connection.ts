@@ -17,8 +17,8 @@ import { serveSession } from './session.js';
 
 /**
  * Serves one connection: answers its login requests (dropping it past
- * `authRequestsPerConnection`, or when it has not logged in within `loginWithinMs`), then
- * its channels. `onLoggedIn` tells the server the connection is no longer pending.
+ * `authRequestsPerConnection`), then its channels. `onLoggedIn` tells the server the
+ * connection is no longer pending (the server cuts those pending past `loginWithinMs`).
  */
 export function serveClient(
   deps: GatewayDeps,
@@ -29,10 +29,7 @@ export function serveClient(
 ): void {
   let login: SshLogin | undefined;
   let requests = 0;
-  const tooSlow = setTimeout(() => client.end(), SSH_LIMITS.loginWithinMs);
-  tooSlow.unref();
   client.on('error', (err: Error) => deps.log.debug({ err, ip }, 'ssh gateway: connection error'));
-  client.on('close', () => clearTimeout(tooSlow));
   client.on('authentication', (auth: AuthContext) => {
     if (++requests > SSH_LIMITS.authRequestsPerConnection) {
       auth.reject([]);
@@ -45,7 +42,6 @@ export function serveClient(
     });
   });
   client.once('ready', () => {
-    clearTimeout(tooSlow);
     onLoggedIn();
     if (!login) {
       client.end(); // cannot happen: ready follows an accepted login

@@ -45,8 +45,13 @@ export async function startSshGateway(
     sockets.add(socket);
     pending++;
     const peer = `${ip}|${socket.remotePort}`;
+    // Whether it has not logged in yet (its version line, key exchange and login included):
+    // past `loginWithinMs` it is cut.
     let counted = true;
+    const tooSlow = setTimeout(() => socket.destroy(), SSH_LIMITS.loginWithinMs);
+    tooSlow.unref();
     const notPending = () => {
+      clearTimeout(tooSlow);
       if (counted) pending--;
       counted = false;
       waiting.delete(peer);
@@ -66,9 +71,15 @@ export async function startSshGateway(
   });
 
   await new Promise<void>((resolve, reject) => {
-    tcp.once('error', reject);
+    tcp.once('error', (err: Error) =>
+      reject(
+        new Error(
+          `the SSH gateway cannot listen on ${opts.host}:${opts.port} (PIER_SSH_LISTEN): ${err.message}`,
+        ),
+      ),
+    );
     tcp.listen(opts.port, opts.host, () => {
-      tcp.off('error', reject);
+      tcp.removeAllListeners('error');
       resolve();
     });
   });

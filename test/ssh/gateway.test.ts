@@ -450,6 +450,48 @@ describe.skipIf(!canRunMachines)('forwards and bounds', () => {
     }
   });
 
+  it('cuts a connection that has not logged in in time, and one that tries too often', async () => {
+    const saved = SSH_LIMITS.loginWithinMs;
+    SSH_LIMITS.loginWithinMs = 300;
+    try {
+      // Not even a version line: cut all the same.
+      const idle = net.connect({
+        host: gateway.host,
+        port: gateway.port,
+        localAddress: '127.0.0.7',
+      });
+      const openedAt = Date.now();
+      idle.resume(); // the gateway's version line is read, and its end seen
+      await new Promise((resolve) => idle.on('close', resolve).on('error', () => undefined));
+      expect(Date.now() - openedAt).toBeLessThan(2000);
+    } finally {
+      SSH_LIMITS.loginWithinMs = saved;
+    }
+    // Passwords, again and again, on one connection: dropped after 20 requests.
+    let tries = 0;
+    const client = new ssh2.Client();
+    const outcome = await new Promise<string>((resolve) => {
+      client.on('ready', () => resolve('logged in'));
+      client.on('error', (err) => resolve(err.message));
+      client.on('close', () => resolve('closed'));
+      client.connect({
+        host: gateway.host,
+        port: gateway.port,
+        localAddress: '127.0.0.7',
+        username: 'sshbox',
+        authHandler: (_methods, _partial, next) => {
+          tries++;
+          next({ type: 'password', username: 'sshbox', password: `guess${tries}` });
+        },
+      });
+    });
+    client.end();
+    expect(outcome).not.toBe('logged in');
+    // The 21st request is refused and the connection ended (the client asks once more).
+    expect(tries).toBeGreaterThan(SSH_LIMITS.authRequestsPerConnection);
+    expect(tries).toBeLessThanOrEqual(SSH_LIMITS.authRequestsPerConnection + 2);
+  });
+
   it('limits failed logins per address: past the limit the address is dropped, others are not', async () => {
     const saved = SSH_LIMITS.failuresPerMinute;
     SSH_LIMITS.failuresPerMinute = 5;
