@@ -17,6 +17,8 @@ export const LAYERS = [
   // The web console calls the API in process (app.inject) and imports only contracts (and
   // host/address-key.ts, to key failed sign-ins by address).
   ['console', 5.5],
+  // The SSH gateway: logins, shells and forwards of a stock ssh client, on the services.
+  ['ssh-gateway', 5.2],
   ['proxy', 5],
   // The OAuth server for hosted MCP clients: services of its own, above the key services.
   ['oauth', 4.5],

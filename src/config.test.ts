@@ -23,6 +23,14 @@ describe('config', () => {
     expect(c.allowPrivateTargets).toBe(false);
   });
 
+  it('reads where the SSH gateway listens (CONTRACT 8), HOST:PORT', () => {
+    expect(resolveConfig({}).sshListen).toBe('127.0.0.1:2222');
+    expect(resolveConfig(configFromEnv({ PIER_SSH_LISTEN: '0.0.0.0:22' })).sshListen).toBe(
+      '0.0.0.0:22',
+    );
+    expect(() => resolveConfig(configFromEnv({ PIER_SSH_LISTEN: '2222' }))).toThrow(/sshListen/);
+  });
+
   it('names the services host machines dial: the gateway of their network unless set', () => {
     expect(resolveConfig({}).servicesHost).toBe('10.213.0.1');
     expect(resolveConfig({}).servicesPort).toBe(8443);

@@ -96,9 +96,17 @@ export const configSchema = z.object({
   masterKey: z.string().optional(),
   /** Region new organizations get when the operator names none. */
   region: z.string().min(2).max(12).default('local'),
-  /** Address of the SSH gateway handed to clients (host:port); defaults to public host:2222. */
+  /** HOST:PORT where the SSH gateway listens (CONTRACT 8); port 0 = any free port (tests). */
+  sshListen: z.string().regex(listenPattern, 'must be HOST:PORT').default('127.0.0.1:2222'),
+  /**
+   * Address of the SSH gateway handed to clients (host:port), where it is reached at
+   * another address than it listens on (a port forwarded to it); absent = where it listens.
+   */
   sshGatewayAddress: z.string().optional(),
-  /** OpenSSH public host key of the gateway; absent = generated into DATA_DIR/ssh_host_ed25519_key.pub. */
+  /**
+   * OpenSSH public host key the gateway must serve with: a check, as the private half is
+   * always DATA_DIR/ssh_host_ed25519_key (pier refuses to start when they differ).
+   */
   sshHostKey: z.string().optional(),
   /** Directory of PostgreSQL server binaries for the embedded store; absent = found on the host. */
   pgBinDir: z.string().optional(),
@@ -341,6 +349,7 @@ export function configFromEnv(env: NodeJS.ProcessEnv): ConfigInput {
     },
     masterKey: pick('PIER_MASTER_KEY'),
     region: pick('PIER_REGION'),
+    sshListen: pick('PIER_SSH_LISTEN'),
     sshGatewayAddress: pick('PIER_SSH_GATEWAY_ADDRESS'),
     sshHostKey: pick('PIER_SSH_HOST_KEY'),
     pgBinDir: pick('PIER_PG_BIN_DIR'),

@@ -46,8 +46,10 @@ import { blobStoreFromConfig } from './objects/blobs/config.js';
 import type { Clock, ServiceContext } from './services/context.js';
 import { RateLimiter } from './services/rate-limit.js';
 import { PoolHandle } from './storage/pool-handle.js';
-import { loadOrCreateHostKey } from './ssh/host-key.js';
+import { loadHostPrivateKey } from './ssh/host-key.js';
 import { parseSshPublicKey } from './ssh/public-key.js';
+import { startSshGateway } from './ssh-gateway/server.js';
+import type { SshGateway } from './services/ssh.js';
 import { openStore, type Store } from './store/db.js';
 import { startEmbeddedCluster, type EmbeddedCluster } from './store/embedded.js';
 import { migrate } from './store/migrate.js';
@@ -87,15 +89,37 @@ export interface Platform {
   close(): Promise<void>;
 }
 
-async function sshGateway(config: Config) {
-  const host = new URL(config.publicUrl).hostname;
-  const address = config.sshGatewayAddress ?? `${host}:2222`;
-  if (config.sshHostKey) {
-    const parsed = parseSshPublicKey(config.sshHostKey);
-    return { address, hostKey: parsed.normalized, fingerprint: parsed.fingerprint };
+/**
+ * Starts the SSH gateway on `PIER_SSH_LISTEN` with the host key of the data dir, and
+ * answers what `GET /v1/ssh` and SSH tokens name: `PIER_SSH_GATEWAY_ADDRESS`, else where
+ * it listens (the public host, when it listens on every address).
+ */
+async function startGateway(
+  config: Config,
+  deps: Parameters<typeof startSshGateway>[0],
+): Promise<{ answer: SshGateway; close(): Promise<void> }> {
+  const key = await loadHostPrivateKey(config.dataDir);
+  const parsed = parseSshPublicKey(key.publicKey);
+  if (
+    config.sshHostKey &&
+    parseSshPublicKey(config.sshHostKey).fingerprint !== parsed.fingerprint
+  ) {
+    throw new Error(
+      `PIER_SSH_HOST_KEY is not the gateway's host key (${parsed.fingerprint}, ${path.join(config.dataDir, 'ssh_host_ed25519_key.pub')})`,
+    );
   }
-  const key = await loadOrCreateHostKey(config.dataDir);
-  return { address, hostKey: key.publicKey, fingerprint: key.fingerprint };
+  const listen = splitListen(config.sshListen);
+  const gateway = await startSshGateway(deps, { ...listen, hostKey: key.privateKey });
+  const everywhere = ['0.0.0.0', '::', ''].includes(listen.host);
+  const host = everywhere ? new URL(config.publicUrl).hostname : urlHost(listen.host);
+  return {
+    answer: {
+      address: config.sshGatewayAddress ?? `${host}:${gateway.port}`,
+      hostKey: parsed.normalized,
+      fingerprint: parsed.fingerprint,
+    },
+    close: () => gateway.close(),
+  };
 }
 
 export async function startPlatform(config: Config, opts: PlatformOptions = {}): Promise<Platform> {
@@ -265,14 +289,25 @@ export async function startPlatform(config: Config, opts: PlatformOptions = {}):
     };
     late.ctx = ctx;
     undo.push(async () => ctx.machines?.close?.());
+    // One limiter for the API and the SSH gateway: their session starts share a window.
+    const rateLimiter = new RateLimiter();
+    // Closed before the machines (and again, first of all, below): its sessions' processes
+    // are killed as it ends them.
+    const gateway = await startGateway(config, {
+      ctx,
+      authenticator,
+      rateLimiter,
+      log: logger.child({ component: 'ssh' }),
+    });
+    undo.push(() => gateway.close());
     const app = await buildApp({
       config,
       ctx,
       authenticator,
       operatorToken,
-      sshGateway: await sshGateway(config),
+      sshGateway: gateway.answer,
       logger,
-      rateLimiter: new RateLimiter(),
+      rateLimiter,
       pool,
       extraRoutes: opts.extraRoutes,
     });
@@ -368,6 +403,9 @@ export async function startPlatform(config: Config, opts: PlatformOptions = {}):
     undo.push(async () => stopPolicies());
     const udpRelays = await startUdpRelays(ctx, config.listenHost);
     undo.push(async () => udpRelays.stop());
+    // At shutdown the gateway goes first: its sessions end at once, not after the API's
+    // grace or the jobs in flight.
+    undo.push(() => gateway.close());
 
     const base = `http://${urlHost(config.listenHost)}:${port}`;
     logger.info(

@@ -359,6 +359,7 @@ export async function openMachineBench(
           PIER_LOG_LEVEL: process.env.BENCH_PIER_LOG_LEVEL ?? 'info',
           // Any free services port, so a bench runs beside a pier on the default one.
           PIER_SERVICES_PORT: '0',
+          PIER_SSH_LISTEN: '127.0.0.1:0',
           // BENCH_MACHINE_RUNTIME=runsc measures machines under gVisor (PIER_MACHINE_RUNTIME).
           ...(process.env.BENCH_MACHINE_RUNTIME
             ? { PIER_MACHINE_RUNTIME: process.env.BENCH_MACHINE_RUNTIME }

@@ -53,6 +53,7 @@ export async function startBenchPlatform(overrides: ConfigInput = {}): Promise<B
     else await chmod(dataDir, 0o711); // the embedded store runs as an unprivileged user
     const config = resolveConfig({
       listen: '127.0.0.1:0',
+      sshListen: '127.0.0.1:0',
       dataDir,
       databaseUrl: database?.url,
       logLevel: 'silent',

@@ -43,6 +43,13 @@ interface Cached<T> {
 /** How long a cached org listing of keys may be served (lastUsedAt moves within it). */
 const LISTING_TTL_MS = 5_000;
 
+/**
+ * What a tracked caller proved itself with: an API key, or at the SSH gateway an SSH
+ * token or a registered SSH key (whose ids stand in the key's place; revoking or deleting
+ * one is announced like a key's revocation, `keyRevoked(id, org)`).
+ */
+export type Credential = 'api-key' | 'ssh-token' | 'ssh-key';
+
 /** Why a request in flight (a wait, a shell session) was ended under its key. */
 export type InFlightEnd = 'revoked' | 'expired' | 'org-suspended' | 'delegation-ended';
 
@@ -86,6 +93,7 @@ class InFlight {
     readonly key: AuthenticatedKey,
     /** The organization the request acts as (the key's own, or a managed one). */
     readonly actingOrgId: string,
+    readonly credential: Credential,
   ) {}
 
   get signal(): AbortSignal {
@@ -287,8 +295,9 @@ export class Authenticator implements AuthEvents {
   track(
     key: AuthenticatedKey,
     actingOrgId: string = key.orgId,
+    credential: Credential = 'api-key',
   ): { readonly signal: AbortSignal; done(): void } {
-    const entry = new InFlight(key, actingOrgId);
+    const entry = new InFlight(key, actingOrgId, credential);
     if (this.recentlyRevoked.has(key.id)) entry.end('revoked');
     else this.armExpiry(entry);
     let set = this.inflight.get(key.id);
@@ -334,21 +343,18 @@ export class Authenticator implements AuthEvents {
     );
     if (entries.length === 0) return;
     try {
-      const keyIds = [...new Set(entries.map((e) => e.key.id))];
+      const idsOf = (c: Credential) => [
+        ...new Set(entries.filter((e) => e.credential === c).map((e) => e.key.id)),
+      ];
       const orgIds = [...new Set(entries.flatMap((e) => [e.key.orgId, e.actingOrgId]))];
-      const [keys, orgs] = await Promise.all([
-        this.db
-          .selectFrom('api_keys')
-          .select(['id', 'revoked_at'])
-          .where('id', 'in', keyIds)
-          .execute(),
+      const [live, orgs] = await Promise.all([
+        this.liveCredentials(idsOf('api-key'), idsOf('ssh-token'), idsOf('ssh-key')),
         this.db
           .selectFrom('orgs')
           .select(['id', 'suspended_at', 'managed_by'])
           .where('id', 'in', orgIds)
           .execute(),
       ]);
-      const live = new Set(keys.filter((k) => k.revoked_at === null).map((k) => k.id));
       const orgOf = new Map(orgs.map((o) => [o.id, o]));
       for (const e of entries) {
         const own = orgOf.get(e.key.orgId);
@@ -364,6 +370,34 @@ export class Authenticator implements AuthEvents {
     } catch (err) {
       this.log.warn({ err }, 'requests in flight could not be checked against their keys');
     }
+  }
+
+  /**
+   * Which of these credentials still exist: API keys not revoked, SSH tokens and SSH keys
+   * not deleted (an SSH token's expiry is its `expiresAt`, checked by the caller).
+   */
+  private async liveCredentials(
+    apiKeys: string[],
+    sshTokens: string[],
+    sshKeys: string[],
+  ): Promise<Set<string>> {
+    const [keys, tokens, sshKeyRows] = await Promise.all([
+      apiKeys.length === 0
+        ? []
+        : this.db
+            .selectFrom('api_keys')
+            .select('id')
+            .where('id', 'in', apiKeys)
+            .where('revoked_at', 'is', null)
+            .execute(),
+      sshTokens.length === 0
+        ? []
+        : this.db.selectFrom('ssh_tokens').select('id').where('id', 'in', sshTokens).execute(),
+      sshKeys.length === 0
+        ? []
+        : this.db.selectFrom('ssh_keys').select('id').where('id', 'in', sshKeys).execute(),
+    ]);
+    return new Set([...keys, ...tokens, ...sshKeyRows].map((r) => r.id));
   }
 
   async keyListing<T>(orgId: string, load: () => Promise<T>): Promise<T> {

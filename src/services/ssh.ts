@@ -132,6 +132,8 @@ export async function deleteSshKey(ctx: ServiceContext, orgId: string, id: strin
     .where('id', '=', id)
     .executeTakeFirst();
   if (res.numDeletedRows === 0n) throw notFound('SSH key');
+  // Sessions the key opened at the gateway end at once, on every replica.
+  await ctx.auth.keyRevoked(id, orgId);
 }
 
 type TokenRow = {
@@ -219,6 +221,8 @@ export async function deleteSshToken(
     .where('id', '=', id)
     .executeTakeFirst();
   if (res.numDeletedRows === 0n) throw notFound('SSH token');
+  // Sessions the token opened at the gateway end at once, on every replica.
+  await ctx.auth.keyRevoked(id, orgId);
 }
 
 export function splitAddress(address: string): [string, number] {

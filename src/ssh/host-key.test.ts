@@ -1,10 +1,14 @@
 import { execFileSync } from 'node:child_process';
 import { createPrivateKey, createPublicKey } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { loadOrCreateHostKey, openSshPublicKeyFromEd25519 } from './host-key.js';
+import {
+  loadHostPrivateKey,
+  loadOrCreateHostKey,
+  openSshPublicKeyFromEd25519,
+} from './host-key.js';
 import { parseSshPublicKey } from './public-key.js';
 
 const dirs: string[] = [];
@@ -71,5 +75,33 @@ describe('openSshPublicKeyFromEd25519', () => {
 
   it('refuses a key that is not 32 bytes', () => {
     expect(() => openSshPublicKeyFromEd25519(Buffer.alloc(31))).toThrow(RangeError);
+  });
+});
+
+describe('loadHostPrivateKey', () => {
+  it('hands out the kept key in OpenSSH format, which ssh-keygen reads as the same key', async () => {
+    const dataDir = tempDir();
+    const kept = await loadOrCreateHostKey(dataDir);
+    const { privateKey, publicKey } = await loadHostPrivateKey(dataDir);
+    expect(publicKey).toBe(kept.publicKey);
+    expect(privateKey).toMatch(
+      /^-----BEGIN OPENSSH PRIVATE KEY-----\n[\s\S]+\n-----END OPENSSH PRIVATE KEY-----\n$/,
+    );
+    const file = join(dataDir, 'exported');
+    writeFileSync(file, privateKey, { mode: 0o600 });
+    const derived = execFileSync('ssh-keygen', ['-y', '-f', file], { encoding: 'utf8' }).trim();
+    expect(derived.split(' ').slice(0, 2)).toEqual(kept.publicKey.split(' ').slice(0, 2));
+  });
+
+  it('refuses a private key that is not the published one’s half', async () => {
+    const dataDir = tempDir();
+    await loadOrCreateHostKey(dataDir);
+    const other = tempDir();
+    await loadOrCreateHostKey(other);
+    writeFileSync(
+      join(dataDir, 'ssh_host_ed25519_key'),
+      readFileSync(join(other, 'ssh_host_ed25519_key')),
+    );
+    await expect(loadHostPrivateKey(dataDir)).rejects.toThrow(/not the private half/);
   });
 });

@@ -2,7 +2,7 @@
  * The SSH gateway's host key. It is created once and then reused, because clients pin it in
  * known_hosts: a new key on every start would make every `ssh` warn about a possible attack.
  */
-import { generateKeyPair, randomBytes } from 'node:crypto';
+import { createPrivateKey, generateKeyPair, randomBytes } from 'node:crypto';
 import { chmod, mkdir, readFile, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -75,4 +75,59 @@ async function writeAtomically(path: string, data: string | Buffer, mode: number
   // The umask may have narrowed the mode given to writeFile; set it exactly.
   await chmod(temp, mode);
   await rename(temp, path);
+}
+
+/**
+ * The gateway's private host key in OpenSSH's own format (`openssh-key-v1`, unencrypted),
+ * which the SSH server library reads (it does not read the PKCS8 file pier keeps), and
+ * its public line. Created first if missing, as `loadOrCreateHostKey` does.
+ */
+export async function loadHostPrivateKey(
+  dataDir: string,
+): Promise<{ privateKey: string; publicKey: string }> {
+  const { publicKey } = await loadOrCreateHostKey(dataDir);
+  const pem = await readFile(join(dataDir, PRIVATE_KEY_FILE), 'utf8');
+  const jwk = createPrivateKey(pem).export({ format: 'jwk' });
+  if (jwk.crv !== 'Ed25519' || !jwk.d || !jwk.x) {
+    throw new Error(`${PRIVATE_KEY_FILE} is not an ed25519 private key`);
+  }
+  const seed = Buffer.from(jwk.d, 'base64url');
+  const raw = Buffer.from(jwk.x, 'base64url');
+  if (openSshPublicKeyFromEd25519(raw) !== publicKey.split(' ').slice(0, 2).join(' ')) {
+    throw new Error(`${PRIVATE_KEY_FILE} is not the private half of ${PUBLIC_KEY_FILE}`);
+  }
+  return { privateKey: openSshPrivateKeyFromEd25519(seed, raw, COMMENT), publicKey };
+}
+
+/**
+ * Formats an ed25519 key pair as an unencrypted OpenSSH private key
+ * (PROTOCOL.key: `openssh-key-v1`, cipher and KDF `none`, one key, padded to 8 bytes).
+ */
+export function openSshPrivateKeyFromEd25519(seed32: Buffer, raw32: Buffer, comment = ''): string {
+  const type = wireString(Buffer.from('ssh-ed25519'));
+  const publicBlob = Buffer.concat([type, wireString(raw32)]);
+  const check = randomBytes(4);
+  let section = Buffer.concat([
+    check,
+    check,
+    type,
+    wireString(raw32),
+    wireString(Buffer.concat([seed32, raw32])),
+    wireString(Buffer.from(comment)),
+  ]);
+  const pad = (8 - (section.length % 8)) % 8;
+  section = Buffer.concat([section, Buffer.from(Array.from({ length: pad }, (_, i) => i + 1))]);
+  const count = Buffer.alloc(4);
+  count.writeUInt32BE(1, 0);
+  const body = Buffer.concat([
+    Buffer.from('openssh-key-v1\0'),
+    wireString(Buffer.from('none')),
+    wireString(Buffer.from('none')),
+    wireString(Buffer.alloc(0)),
+    count,
+    wireString(publicBlob),
+    wireString(section),
+  ]).toString('base64');
+  const lines = body.match(/.{1,70}/g) ?? [];
+  return `-----BEGIN OPENSSH PRIVATE KEY-----\n${lines.join('\n')}\n-----END OPENSSH PRIVATE KEY-----\n`;
 }

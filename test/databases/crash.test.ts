@@ -43,6 +43,7 @@ function serve(): ChildProcess {
         PIER_LOG_LEVEL: 'warn',
         // Any free port for the services listener: other piers run beside this one.
         PIER_SERVICES_PORT: '0',
+        PIER_SSH_LISTEN: '127.0.0.1:0',
         // Its database identities are this run's, removed at the run's end.
         PIER_DATABASE_USER_PREFIX: testIdentityPrefix(),
       },

@@ -102,6 +102,8 @@ export async function startTestPlatform(
     // gateway), as machines would.
     ...(overrides.machinesCidr ? {} : { servicesHost: '127.0.0.1' }),
     servicesPort: 0,
+    // Not the default 2222: test files run side by side.
+    sshListen: '127.0.0.1:0',
     dataDir,
     databaseUrl: db.url,
     logLevel: 'silent',

@@ -34,7 +34,7 @@ export function startServe(
   const child = spawn(process.execPath, ['--import', tsx, entry, 'serve', ...args], {
     cwd: opts.cwd,
     // Any free services port: test files (and other pier processes) run side by side.
-    env: { ...process.env, PIER_SERVICES_PORT: '0', ...opts.env },
+    env: { ...process.env, PIER_SERVICES_PORT: '0', PIER_SSH_LISTEN: '127.0.0.1:0', ...opts.env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';

@@ -48,6 +48,7 @@ beforeAll(async () => {
     resolveConfig({
       listen: '127.0.0.1:0',
       servicesPort: 0, // not the default 8443: test files run side by side
+      sshListen: '127.0.0.1:0',
       dataDir: replicaDir,
       databaseUrl: tp.db.url,
       logLevel: 'silent',
