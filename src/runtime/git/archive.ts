@@ -10,7 +10,7 @@
  */
 import { spawn } from 'node:child_process';
 import path from 'node:path';
-import type { Readable } from 'node:stream';
+import { PassThrough, type Readable } from 'node:stream';
 import { gitEnv } from './git.js';
 
 export const OBJECT_ID = /^[0-9a-f]{40}$/;
@@ -48,5 +48,9 @@ export function archiveCommit(repo: string, commit: string, objectDir?: string):
     });
   });
   done.catch(() => undefined); // read by the caller; never unhandled
-  return { stream: child.stdout, done, stop: () => child.kill('SIGKILL') };
+  // Read at once: Node drains the stdout of a child that exits before anyone reads it
+  // (a small tree is archived before the caller has its file open), and the bytes would
+  // be lost. The pass-through holds what is not read yet (git waits past its mark).
+  const stream = child.stdout.pipe(new PassThrough());
+  return { stream, done, stop: () => child.kill('SIGKILL') };
 }

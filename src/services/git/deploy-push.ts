@@ -79,9 +79,17 @@ async function decide(run: PushRun): Promise<void> {
 
   const archive = archiveCommit(run.repo, plan.update.new, objectDir);
   const source = await uploadSource(ctx, run.orgId, app.name, archive.stream, undefined).catch(
-    (err: unknown) => {
+    async (err: unknown) => {
+      // git failing (rather than the archive being refused) is the platform's failure.
+      const gitFailed = await Promise.race([
+        archive.done.then(
+          () => undefined,
+          (e: unknown) => e,
+        ),
+        new Promise((r) => setTimeout(r, 500, undefined)),
+      ]);
       archive.stop();
-      throw err;
+      throw gitFailed ?? err;
     },
   );
   await archive.done;
