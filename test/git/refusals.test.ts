@@ -11,6 +11,7 @@
  * takes a whole receive-pack conversation over one stream.
  */
 import { randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
 import { symlink, writeFile } from 'node:fs/promises';
 import net from 'node:net';
 import path from 'node:path';
@@ -217,6 +218,19 @@ describe('git push: what may be pushed', () => {
     expect(f.stderr).toMatch(/^remote: error: object [0-9a-f]+: hasDotgit/m);
     expect(f.stderr).not.toMatch(/remote: pier:/);
     expect(await serverRef('web')).toBe('');
+  }, 60_000);
+});
+
+describe('the repository and the app', () => {
+  it('goes with the app: deleting it removes the repository its pushes landed in', async () => {
+    await push(plain, 'elsewhere', org.token); // refused at the build, but the repository is made
+    const repo = await repoOf('elsewhere');
+    expect(existsSync(repo)).toBe(true);
+    expect((await tp.request('DELETE', '/v1/apps/elsewhere', { token: org.token })).status).toBe(
+      204,
+    );
+    for (let i = 0; i < 50 && existsSync(repo); i++) await new Promise((r) => setTimeout(r, 100));
+    expect(existsSync(repo)).toBe(false);
   }, 60_000);
 });
 

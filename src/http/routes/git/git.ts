@@ -11,7 +11,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { PassThrough, Transform, type Readable } from 'node:stream';
 import { createGunzip } from 'node:zlib';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
-import { z } from 'zod';
+import { gitRefsQuery, gitRepoParams } from '../../../contracts/git.js';
 import { ApiError } from '../../../errors/api-error.js';
 import { creditBlocked, creditBlockedError } from '../../../services/billing/blocking.js';
 import { advertiseRefs, pushTarget, receivePush } from '../../../services/git/push.js';
@@ -19,9 +19,6 @@ import { FETCH_REFUSED } from '../../../services/git/ssh-push.js';
 import type { AppDeps } from '../../deps.js';
 import { principalOf } from '../../plugins/auth.js';
 import { auth, type RouteAuth } from '../../route-auth.js';
-
-const repoParams = z.object({ repo: z.string().min(1).max(80) });
-const refsQuery = z.object({ service: z.string().max(64).optional() });
 
 /** `web.git` (or `web`) → `web`. */
 function appOfRepo(repo: string): string {
@@ -95,7 +92,7 @@ export function gitRoutes(root: FastifyInstance, deps: AppDeps): void {
 
     app.get('/git/:repo/info/refs', {
       config: { auth: pushAuth },
-      schema: { hide: true, params: repoParams, querystring: refsQuery },
+      schema: { hide: true, params: gitRepoParams, querystring: gitRefsQuery },
       handler: async (req, reply: FastifyReply) => {
         const service = req.query.service;
         if (service === 'git-upload-pack') throw new ApiError('forbidden', FETCH_REFUSED);
@@ -120,7 +117,7 @@ export function gitRoutes(root: FastifyInstance, deps: AppDeps): void {
 
     app.post('/git/:repo/git-receive-pack', {
       config: { auth: pushAuth },
-      schema: { hide: true, params: repoParams },
+      schema: { hide: true, params: gitRepoParams },
       handler: async (req, reply: FastifyReply) => {
         if (req.headers['content-type'] !== 'application/x-git-receive-pack-request') {
           req.raw.resume();
@@ -151,7 +148,7 @@ export function gitRoutes(root: FastifyInstance, deps: AppDeps): void {
 
     app.post('/git/:repo/git-upload-pack', {
       config: { auth: pushAuth },
-      schema: { hide: true, params: repoParams },
+      schema: { hide: true, params: gitRepoParams },
       handler: async (req) => {
         req.raw.resume();
         throw new ApiError('forbidden', FETCH_REFUSED);
