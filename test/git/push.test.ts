@@ -5,7 +5,8 @@
  * prints the build and the deploy as `remote:` lines and ends with the app's URL, and the
  * app serves the pushed content through the proxy; a second push with one file changed
  * reuses the build cache; a push whose build fails is refused, the branch stays where it
- * was and the release before serves on.
+ * was and the release before serves on; of two pushes at once, one deploys and the other,
+ * made against the branch before it, waits and is refused.
  */
 import http from 'node:http';
 import path from 'node:path';
@@ -141,5 +142,30 @@ describe.skipIf(!canRunMachines)('git push deploys', () => {
       [2, 'live'],
       [1, 'superseded'],
     ]);
+  }, 180_000);
+
+  it('two pushes at once: one deploys, the other waits for it and is refused (the branch moved)', async () => {
+    const live = await serverMain();
+    await git.must(['reset', '--quiet', '--hard', live], site);
+    for (const b of ['a', 'b']) {
+      await git.must(['checkout', '--quiet', '-B', b, live], site);
+      await git.commit(site, { 'index.html': `pushed by ${b}\n` }, `from ${b}`);
+    }
+    const url = pushUrl(bed.tp.url, 'web', bed.org.token);
+    const [a, b] = await Promise.all([
+      git.run(['push', url, 'a:main'], site),
+      git.run(['push', url, 'b:main'], site),
+    ]);
+    const won = a.code === 0 ? 'a' : 'b';
+    const [winner, loser] = won === 'a' ? [a, b] : [b, a];
+    expect(winner.code, winner.stderr).toBe(0);
+    expect(loser.code).not.toBe(0);
+    const lines = remoteLines(loser.stderr);
+    expect(lines).toContain('pier: waiting for another push of web to end');
+    expect(lines).toContainEqual(
+      expect.stringMatching(/^pier: refs\/heads\/main moved while this push was received/),
+    );
+    expect(await serverMain()).toBe(await git.must(['rev-parse', won], site));
+    expect((await viaProxy('web', '/index.html')).text).toBe(`pushed by ${won}\n`);
   }, 180_000);
 });

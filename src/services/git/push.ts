@@ -73,26 +73,34 @@ export async function receivePush(
   // Over once receive-pack has ended: a hook whose git is gone decides nothing.
   const ended = new AbortController();
   const channel = await openHookChannel(
-    (request, say, gone) =>
-      deployPush({
+    (request, say, gone) => {
+      const signal = AbortSignal.any([gone, ended.signal, ...(io.signal ? [io.signal] : [])]);
+      return deployPush({
         ctx,
         orgId,
         appName: app.name,
         repo,
         request,
         say,
-        signal: AbortSignal.any([gone, ended.signal, ...(io.signal ? [io.signal] : [])]),
+        signal,
         lock: async () => {
           if (pushLocked(app.id)) say(`pier: waiting for another push of ${app.name} to end\n`);
-          lock ??= lockPush(app.id);
-          await lock;
+          const held = (lock ??= lockPush(app.id));
+          // A push whose client or git is gone stops waiting (the lock is let go at the end).
+          await new Promise<void>((resolve, reject) => {
+            if (signal.aborted) return reject(signal.reason as Error);
+            signal.addEventListener('abort', () => reject(signal.reason as Error), { once: true });
+            held.then(() => resolve(), reject);
+          });
         },
-      }),
+      });
+    },
     (err) => ctx.log.error({ err, app: app.name }, 'git push: hook channel failed'),
   );
   try {
     const child = spawnReceivePack(repo, mode, policy, hookEnv(channel.socketPath));
     const stop = () => child.kill('SIGTERM');
+    if (io.signal?.aborted) stop();
     io.signal?.addEventListener('abort', stop, { once: true });
     try {
       return await run(ctx, child, io, policy.maxInputBytes + INPUT_SLACK);
