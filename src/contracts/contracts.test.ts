@@ -87,6 +87,10 @@ const NO_JSON_ANSWER = new Set([
   'DELETE /v1/apps/:name/domains/:domain',
   'DELETE /v1/domains/zones/:zone',
   'GET /.well-known/acme-challenge/:token',
+  // git push over HTTPS: git's smart HTTP protocol.
+  'GET /git/:repo/info/refs',
+  'POST /git/:repo/git-receive-pack',
+  'POST /git/:repo/git-upload-pack',
 ]);
 
 async function registeredRoutes() {

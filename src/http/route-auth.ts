@@ -33,6 +33,12 @@ export interface RouteAuth {
   widens?: (req: FastifyRequest) => string | undefined;
   /** Billing changes: only console keys of admins pass (spec 5.7). */
   consoleAdmin?: boolean;
+  /**
+   * The key may also come as the password of HTTP Basic (any user name), for clients
+   * that know no other scheme (git over HTTPS); a 401 then carries
+   * `WWW-Authenticate: Basic realm="pier"`, so such a client asks for it.
+   */
+  basic?: boolean;
 }
 
 /**

@@ -69,6 +69,27 @@ function bearer(req: FastifyRequest): string | undefined {
   return token.length > 0 && !/\s/.test(token) ? token : undefined;
 }
 
+/**
+ * The key of a route that takes HTTP Basic too (RouteAuth `basic`): the Bearer, else
+ * Basic's password (or its user name when the password is empty, as some clients send a
+ * token).
+ */
+function basicOrBearer(req: FastifyRequest): string | undefined {
+  const token = bearer(req);
+  if (token) return token;
+  const h = req.headers.authorization;
+  if (!h || h.length < 7 || h.slice(0, 6).toLowerCase() !== 'basic ') return undefined;
+  const decoded = Buffer.from(h.slice(6).trim(), 'base64').toString('utf8');
+  const colon = decoded.indexOf(':');
+  const user = colon < 0 ? decoded : decoded.slice(0, colon);
+  const password = colon < 0 ? '' : decoded.slice(colon + 1);
+  const key = password || user;
+  return key.length > 0 && !/\s/.test(key) ? key : undefined;
+}
+
+/** The realm a 401 of a Basic route names, so git (and browsers) ask for the key. */
+const BASIC_CHALLENGE = 'Basic realm="pier"';
+
 function orgHeader(req: FastifyRequest): string | undefined {
   const h = req.headers['x-platform-org'];
   return typeof h === 'string' && h.length > 0 ? h : undefined;
@@ -150,10 +171,23 @@ function admit(req: FastifyRequest, rule: RouteAuth, found: Resolved, deps: Auth
 
 function keyHook(deps: AuthDeps, rule: RouteAuth): onRequestHookHandler {
   // Callback style with a synchronous path: a cached key costs no promise and no query.
-  return (req, _reply, done) => {
-    const token = bearer(req);
+  return (req, reply, done) => {
+    const refuse = (err: unknown) => {
+      if (rule.basic && err instanceof ApiError && err.status === 401) {
+        reply.header('www-authenticate', BASIC_CHALLENGE);
+      }
+      done(err as Error);
+    };
+    const token = rule.basic ? basicOrBearer(req) : bearer(req);
     if (!token) {
-      done(new ApiError('unauthenticated', 'Send an API key as `Authorization: Bearer <key>`.'));
+      refuse(
+        new ApiError(
+          'unauthenticated',
+          rule.basic
+            ? 'Send an API key as the password of HTTP Basic authentication (any user name), or as a Bearer.'
+            : 'Send an API key as `Authorization: Bearer <key>`.',
+        ),
+      );
       return;
     }
     const header = orgHeader(req);
@@ -166,7 +200,7 @@ function keyHook(deps: AuthDeps, rule: RouteAuth): onRequestHookHandler {
       try {
         admit(req, rule, { key: fast.key, own: fast.org, target }, deps);
       } catch (err) {
-        done(err as Error);
+        refuse(err);
         return;
       }
       done();
@@ -177,7 +211,7 @@ function keyHook(deps: AuthDeps, rule: RouteAuth): onRequestHookHandler {
         admit(req, rule, found, deps);
         done();
       })
-      .catch(done);
+      .catch(refuse);
   };
 }
 

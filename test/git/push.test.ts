@@ -1,0 +1,171 @@
+/**
+ * `git push {base_url}/git/<app>.git main` deploys (CONTRACT 8, issue #26 item 2): a real
+ * git client pushes a Dockerfile project over HTTP to a real pier that builds it with
+ * buildah (from a base image in a real local registry) and rolls real machines. The push
+ * prints the build and the deploy as `remote:` lines and ends with the app's URL, and the
+ * app serves the pushed content through the proxy; a second push with one file changed
+ * reuses the build cache; a push whose build fails is refused, the branch stays where it
+ * was and the release before serves on; of two pushes at once, one deploys and the other,
+ * made against the branch before it, waits and is refused.
+ */
+import http from 'node:http';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { busyboxLayer } from '../../src/runtime/images/build.test-helper.js';
+import { canRunMachines, startMachineBed, type MachineBed } from '../machines/bed.js';
+import { GitClient, pushUrl, remoteLines } from './git-client.js';
+
+let bed: MachineBed;
+let git: GitClient;
+let base: string;
+let site: string;
+
+function viaProxy(app: string, p = '/'): Promise<{ status: number; text: string }> {
+  return new Promise((resolve, reject) => {
+    const r = http.get(`${bed.tp.url}${p}`, { headers: { host: `${app}.127.0.0.1` } }, (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (c: string) => (text += c));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
+    });
+    r.on('error', reject);
+  });
+}
+
+function push(dir: string) {
+  return git.run(['push', pushUrl(bed.tp.url, 'web', bed.org.token), 'main'], dir);
+}
+
+/** The commit main names in the app's repository on pier's disk. */
+async function serverMain(): Promise<string> {
+  const app = (await bed.req('GET', '/v1/apps/web')).body;
+  const repo = path.join(bed.tp.dataDir, 'builds', 'git', `${app.id}.git`);
+  return git.must(['--git-dir', repo, 'rev-parse', 'refs/heads/main'], '/');
+}
+
+/** A step before the COPY, so that a change of the tree leaves it cached. */
+const dockerfile = (extra = '') =>
+  [
+    `FROM ${base}`,
+    'RUN echo preparing-$((6*7)) && touch /prepared',
+    'COPY . /www/',
+    extra,
+    'EXPOSE 8080',
+    'CMD ["httpd", "-f", "-p", "8080", "-h", "/www"]',
+  ]
+    .filter(Boolean)
+    .join('\n');
+
+beforeAll(async () => {
+  if (!canRunMachines) return;
+  bed = await startMachineBed('gp', 130, { buildTimeoutS: 60 });
+  base = await bed.image('base:1', {
+    layers: [busyboxLayer(), [{ path: 'www/', type: 'dir' }]],
+    config: { Cmd: ['/bin/sh'] },
+  });
+  git = await GitClient.create();
+  expect((await bed.req('POST', '/v1/apps', { name: 'web' })).status).toBe(201);
+  site = await git.repo('site', {
+    Dockerfile: dockerfile(),
+    'index.html': 'pushed with git\n',
+  });
+}, 120_000);
+
+afterAll(async () => {
+  await git?.close();
+  await bed?.close();
+}, 120_000);
+
+describe.skipIf(!canRunMachines)('git push deploys', () => {
+  it('builds and deploys main: the build log and deploy steps as remote: lines, then the URL; the app serves it', async () => {
+    const r = await push(site);
+    expect(r.code, r.stderr).toBe(0);
+    const lines = remoteLines(r.stderr);
+    const head = await git.must(['rev-parse', 'HEAD'], site);
+    expect(lines[0]).toBe(`pier: deploying main (${head.slice(0, 12)}) to web`);
+    expect(lines).toContainEqual(expect.stringMatching(/^pier: source src-\S+: \d+ entries/));
+    // The builder's own output, streamed (the shell computed the marker: not the step's echo).
+    expect(lines).toContain('preparing-42');
+    expect(lines).toContainEqual(expect.stringMatching(/^STEP \d\/\d: COPY \. \/www\/$/));
+    expect(lines).toContainEqual(
+      expect.stringMatching(/^pier: deploying build:bld-\S+ \(rolling\)/),
+    );
+    expect(lines).toContain('pier:   queued');
+    const app = (await bed.req('GET', '/v1/apps/web')).body;
+    expect(lines.at(-1)).toBe(`pier: release v1 of web is live: ${app.defaultAddress}`);
+    expect(r.stderr).toMatch(/\* \[new branch\]\s+main -> main/);
+    expect(await serverMain()).toBe(head);
+    expect((await viaProxy('web', '/index.html')).text).toBe('pushed with git\n');
+    const releases = (await bed.req('GET', '/v1/apps/web/releases')).body;
+    expect(releases[0]).toMatchObject({ version: 1, status: 'live' });
+    expect(releases[0].image).toMatch(/^build:bld-/);
+  }, 180_000);
+
+  it('a second push with one file changed reuses the build cache and rolls to v2', async () => {
+    await git.commit(site, { 'index.html': 'second push\n' }, 'change the page');
+    const r = await push(site);
+    expect(r.code, r.stderr).toBe(0);
+    const lines = remoteLines(r.stderr);
+    // The RUN before the COPY is not run again: buildah says it took the cached layer.
+    expect(lines).toContainEqual(expect.stringMatching(/Using cache/));
+    expect(lines).not.toContain('preparing-42');
+    expect(lines.at(-1)).toMatch(/^pier: release v2 of web is live: /);
+    expect(await serverMain()).toBe(await git.must(['rev-parse', 'HEAD'], site));
+    expect((await viaProxy('web', '/index.html')).text).toBe('second push\n');
+  }, 180_000);
+
+  it('a push whose build fails is refused: the branch stays, the live release serves on', async () => {
+    const before = await serverMain();
+    await git.commit(
+      site,
+      {
+        Dockerfile: dockerfile('RUN echo about-to-fail-$((3*3)) && exit 3'),
+        'index.html': 'never served\n',
+      },
+      'a broken build',
+    );
+    const r = await push(site);
+    expect(r.code).not.toBe(0);
+    const lines = remoteLines(r.stderr);
+    expect(lines).toContain('about-to-fail-9');
+    expect(lines).toContainEqual(expect.stringMatching(/^pier: the build bld-\S+ failed: /));
+    expect(lines.at(-1)).toBe(
+      'pier: the push is refused; the branch did not move and the live release serves on',
+    );
+    expect(r.stderr).toMatch(/! \[remote rejected\] main -> main \(pre-receive hook declined\)/);
+    expect(await serverMain()).toBe(before);
+    expect((await viaProxy('web', '/index.html')).text).toBe('second push\n');
+    const deploys = (await bed.req('GET', '/v1/apps/web/deploys')).body;
+    expect(deploys).toHaveLength(2);
+    const releases = (await bed.req('GET', '/v1/apps/web/releases')).body;
+    expect(releases.map((x: any) => [x.version, x.status])).toEqual([
+      [2, 'live'],
+      [1, 'superseded'],
+    ]);
+  }, 180_000);
+
+  it('two pushes at once: one deploys, the other waits for it and is refused (the branch moved)', async () => {
+    const live = await serverMain();
+    await git.must(['reset', '--quiet', '--hard', live], site);
+    for (const b of ['a', 'b']) {
+      await git.must(['checkout', '--quiet', '-B', b, live], site);
+      await git.commit(site, { 'index.html': `pushed by ${b}\n` }, `from ${b}`);
+    }
+    const url = pushUrl(bed.tp.url, 'web', bed.org.token);
+    const [a, b] = await Promise.all([
+      git.run(['push', url, 'a:main'], site),
+      git.run(['push', url, 'b:main'], site),
+    ]);
+    const won = a.code === 0 ? 'a' : 'b';
+    const [winner, loser] = won === 'a' ? [a, b] : [b, a];
+    expect(winner.code, winner.stderr).toBe(0);
+    expect(loser.code).not.toBe(0);
+    const lines = remoteLines(loser.stderr);
+    expect(lines).toContain('pier: waiting for another push of web to end');
+    expect(lines).toContainEqual(
+      expect.stringMatching(/^pier: refs\/heads\/main moved while this push was received/),
+    );
+    expect(await serverMain()).toBe(await git.must(['rev-parse', won], site));
+    expect((await viaProxy('web', '/index.html')).text).toBe(`pushed by ${won}\n`);
+  }, 180_000);
+});
