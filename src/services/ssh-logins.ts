@@ -29,7 +29,15 @@ export interface SshLogin {
   app: string;
   /** The machine the login names; absent: the app's first machine that takes a shell. */
   machine?: string;
+  /**
+   * A login as `git` (CONTRACT 8's push entrance): the key's fingerprint, by which the
+   * app's organization is found once the push names the app. `app` is then empty.
+   */
+  git?: { fingerprint: string };
 }
+
+/** The user name of `git push ssh://git@<gateway>/<app>.git`. */
+export const GIT_USER = 'git';
 
 /** SSH tokens are `piers_` and 43 base62 characters (crypto/tokens.ts mintSecret). */
 const TOKEN_SHAPE = /^piers_[0-9A-Za-z]{43}$/;
@@ -110,6 +118,36 @@ export async function keyLogin(
       expiresAt: null,
       app,
       ...(machine !== undefined ? { machine } : {}),
+    },
+  };
+}
+
+/**
+ * The registered key with this fingerprint a `git` login stands on until its push names an
+ * app (the oldest, when several organizations registered it): undefined when no
+ * organization has it. The push is then judged by the key of the app's organization.
+ */
+export async function gitKeyLogin(
+  ctx: ServiceContext,
+  fingerprint: string,
+): Promise<{ login: SshLogin; publicKey: string } | undefined> {
+  const row = await ctx.db
+    .selectFrom('ssh_keys')
+    .select(['id', 'org_id', 'user_id', 'public_key'])
+    .where('fingerprint', '=', fingerprint)
+    .orderBy('created_at')
+    .executeTakeFirst();
+  if (!row) return undefined;
+  return {
+    publicKey: row.public_key,
+    login: {
+      credential: 'ssh-key',
+      id: row.id,
+      orgId: row.org_id,
+      userId: row.user_id,
+      expiresAt: null,
+      app: '',
+      git: { fingerprint },
     },
   };
 }

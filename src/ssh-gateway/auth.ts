@@ -6,14 +6,23 @@
  *   password or key prompt) is accepted when it names a live token; a wrong one is refused
  *   with no method left to try;
  * - `<app>` or `<app>.<machine id>`: publickey only, with a key registered in the app's
- *   organization, and its signature checked over this connection's session id.
+ *   organization, and its signature checked over this connection's session id;
+ * - `git` (`git push ssh://git@<gateway>/<app>.git`): publickey, with a key registered
+ *   in any organization; the push names the app, and must be of the key's (git.ts).
  *
  * Every failed try counts against the source address (SSH_LIMITS.failuresPerMinute).
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { AuthContext, PublicKeyAuthContext } from 'ssh2';
 import ssh2 from 'ssh2';
-import { keyLogin, looksLikeToken, tokenLogin, type SshLogin } from '../services/ssh-logins.js';
+import {
+  GIT_USER,
+  gitKeyLogin,
+  keyLogin,
+  looksLikeToken,
+  tokenLogin,
+  type SshLogin,
+} from '../services/ssh-logins.js';
 import type { GatewayDeps } from './deps.js';
 import { SSH_LIMITS } from './limits.js';
 
@@ -69,7 +78,10 @@ async function answerKey(
 ): Promise<void> {
   const fingerprint =
     'SHA256:' + createHash('sha256').update(auth.key.data).digest('base64').replace(/=+$/, '');
-  const found = await keyLogin(deps.ctx, auth.username, fingerprint);
+  const found =
+    auth.username === GIT_USER
+      ? await gitKeyLogin(deps.ctx, fingerprint)
+      : await keyLogin(deps.ctx, auth.username, fingerprint);
   if (!found) return fail(['publickey']);
   const stored = ssh2.utils.parseKey(found.publicKey);
   if (stored instanceof Error) return fail(['publickey']);

@@ -22,6 +22,7 @@ import {
   type AdmittedSession,
 } from '../services/machines/exec-sessions.js';
 import { shellMachine } from '../services/ssh-logins.js';
+import { serveGitChannel } from './git.js';
 import type { LoggedIn } from './logged-in.js';
 
 /** Exit status of a session that never ran its command (ssh's own, for its failures). */
@@ -43,12 +44,15 @@ export function serveSession(
   let live: GuestSession | undefined;
   let pty: { cols: number; rows: number } | undefined;
   let endReason = 'client-closed';
+  /** Ends a push of a `git` login's channel. */
+  const pushing = new AbortController();
 
   /** Ends the session once: its process is killed unless it exited, its row says why. */
   const finish = (reason: string, why?: AuthEnded) => {
     if (done) return;
     done = true;
     endReason = reason;
+    pushing.abort();
     release?.();
     if (admitted && !exited) endExecSession(c.deps.ctx, admitted.id, reason);
     if (why && channel?.writable) {
@@ -83,8 +87,24 @@ export function serveSession(
     ch.stderr.on('error', () => undefined);
     run(ch, argv).catch((err: unknown) => refuse(ch, err));
   };
-  session.on('shell', (ok) => start(ok(), undefined));
-  session.on('exec', (ok, _no, info) => start(ok(), ['/bin/sh', '-c', info.command]));
+  session.on('shell', (ok) => (c.login.git ? startGit(ok(), undefined) : start(ok(), undefined)));
+  session.on('exec', (ok, _no, info) =>
+    c.login.git ? startGit(ok(), info.command) : start(ok(), ['/bin/sh', '-c', info.command]),
+  );
+  // A `git` login's channel carries a push (git.ts), not a process in a machine.
+  const startGit = (ch: ServerChannel | undefined, command: string | undefined) => {
+    if (!ch || channel) return;
+    channel = ch;
+    ch.on('error', () => undefined);
+    ch.stderr.on('error', () => undefined);
+    void serveGitChannel(c, ch, command, pushing.signal).then((code) => {
+      if (!done && ch.writable) {
+        ch.exit(code);
+        ch.end();
+      }
+      finish('exited');
+    });
+  };
 
   /** Tells the client why the session cannot open (or failed), and closes it. */
   const refuse = (ch: ServerChannel, err: unknown) => {

@@ -13,6 +13,8 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { busyboxLayer } from '../../src/runtime/images/build.test-helper.js';
 import { canRunMachines, startMachineBed, type MachineBed } from '../machines/bed.js';
+import { GIT_ONLY } from '../../src/ssh-gateway/git.js';
+import { baseOptions, runSsh, sshHome, SSH } from '../ssh/client.js';
 import { GitClient, pushUrl, remoteLines } from './git-client.js';
 
 let bed: MachineBed;
@@ -167,5 +169,63 @@ describe.skipIf(!canRunMachines)('git push deploys', () => {
     );
     expect(await serverMain()).toBe(await git.must(['rev-parse', won], site));
     expect((await viaProxy('web', '/index.html')).text).toBe(`pushed by ${won}\n`);
+  }, 180_000);
+
+  it('git push ssh://git@<gateway>/<app>.git with a registered key deploys; another organization’s key finds no app, and the git user gets no shell', async () => {
+    const home = await sshHome();
+    try {
+      const gateway = (await bed.req('GET', '/v1/ssh')).body;
+      const hosts = await home.knownHosts(
+        'known_hosts',
+        gateway.host,
+        gateway.port,
+        gateway.hostKey,
+      );
+      const mine = await home.keyPair('mine');
+      expect((await bed.req('POST', '/v1/ssh-keys', { publicKey: mine.publicKey })).status).toBe(
+        201,
+      );
+      const theirs = await home.keyPair('theirs');
+      const other = await bed.tp.createOrg();
+      const added = await bed.tp.request('POST', '/v1/ssh-keys', {
+        token: other.token,
+        body: { publicKey: theirs.publicKey },
+      });
+      expect(added.status).toBe(201);
+      // The stock client as git runs it (GIT_SSH_COMMAND), with the gateway's key pinned.
+      const sshCommand = (identity: string) =>
+        [SSH, ...baseOptions(hosts, identity)].map((a) => `'${a}'`).join(' ');
+      const url = `ssh://git@${gateway.host}:${gateway.port}/web.git`;
+      const live = await serverMain();
+      await git.must(['checkout', '--quiet', '-B', 'over-ssh', live], site);
+      await git.commit(site, { 'index.html': 'pushed over ssh\n' }, 'over ssh');
+
+      const refused = await git.run(['push', url, 'over-ssh:main'], site, {
+        env: { GIT_SSH_COMMAND: sshCommand(theirs.path) },
+      });
+      expect(refused.code).not.toBe(0);
+      expect(refused.stderr).toContain("pier: App 'web' not found. (not-found)");
+      expect(await serverMain()).toBe(live);
+
+      const r = await git.run(['push', url, 'over-ssh:main'], site, {
+        env: { GIT_SSH_COMMAND: sshCommand(mine.path) },
+      });
+      expect(r.code, r.stderr).toBe(0);
+      expect(remoteLines(r.stderr).at(-1)).toMatch(/^pier: release v\d+ of web is live: /);
+      expect(await serverMain()).toBe(await git.must(['rev-parse', 'HEAD'], site));
+      expect((await viaProxy('web', '/index.html')).text).toBe('pushed over ssh\n');
+
+      const shell = await runSsh([
+        ...baseOptions(hosts, mine.path),
+        '-p',
+        String(gateway.port),
+        `git@${gateway.host}`,
+        'id',
+      ]);
+      expect(shell.code).toBe(1);
+      expect(shell.stderr).toContain(`pier: ${GIT_ONLY}`);
+    } finally {
+      await home.remove();
+    }
   }, 180_000);
 });
