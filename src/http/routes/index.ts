@@ -12,6 +12,7 @@ import { networkPolicyRoutes } from './apps/policy.js';
 import { udpRoutes } from './apps/udp.js';
 import { buildRoutes } from './builds/builds.js';
 import { deployRoutes } from './deploys/deploys.js';
+import { previewRoutes } from './previews/previews.js';
 import { bucketRoutes } from './buckets/buckets.js';
 import { bucketCorsRoutes } from './buckets/cors.js';
 import { bucketCredentialRoutes } from './buckets/credentials.js';
@@ -60,6 +61,7 @@ export async function registerRoutes(app: FastifyInstance, deps: AppDeps): Promi
     udpRoutes,
     buildRoutes,
     deployRoutes,
+    previewRoutes,
     secretRoutes,
     bucketRoutes,
     bucketObjectRoutes,
