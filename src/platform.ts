@@ -25,6 +25,8 @@ import { bucketJobs } from './services/buckets/jobs.js';
 import { BucketCaches } from './services/buckets/caches.js';
 import { LocalDatabaseRuntime } from './engines/local/database-runtime.js';
 import { databaseJobs } from './services/databases/jobs.js';
+import { previewJobs } from './services/previews/jobs.js';
+import { schedulePreviewUpkeep } from './services/previews/remove.js';
 import { databaseRuntimeEvents } from './services/databases/runtime-events.js';
 import { volumeJobs } from './services/volumes/jobs.js';
 import { machineJobs } from './services/machines/jobs.js';
@@ -190,6 +192,7 @@ export async function startPlatform(config: Config, opts: PlatformOptions = {}):
       ...machineJobs(() => late.ctx!),
       ...buildJobs(() => late.ctx!),
       ...deployJobs(() => late.ctx!),
+      ...previewJobs(() => late.ctx!),
       ...billingJobs(() => late.ctx!),
       ...webhookJobs(store.db),
       ...edgeJobs(() => late.ctx!),
@@ -395,6 +398,8 @@ export async function startPlatform(config: Config, opts: PlatformOptions = {}):
     databases.startTickers();
     const stopUpkeep = scheduleDatabaseUpkeep(ctx);
     undo.push(async () => stopUpkeep());
+    const stopPreviewUpkeep = schedulePreviewUpkeep(ctx);
+    undo.push(async () => stopPreviewUpkeep());
     const stopOrphanSweep = scheduleOrphanSweep(ctx);
     undo.push(async () => stopOrphanSweep());
     const stopEdgeChecks = scheduleEdgeChecks(ctx);

@@ -66,6 +66,7 @@ const NO_JSON_ANSWER = new Set([
   'DELETE /v1/apps/:name/secrets/:key',
   'DELETE /v1/apps/:name/protection/links/:id',
   'DELETE /v1/apps/:name/udp/:id',
+  'DELETE /v1/apps/:name/previews/:preview',
   'DELETE /v1/buckets/:name/credentials/:accessKeyId',
   'DELETE /v1/resources/:name',
   'DELETE /v1/volumes/:id',

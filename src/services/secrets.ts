@@ -279,3 +279,42 @@ export async function revealSecrets(
   const all = await query.execute();
   return Object.fromEntries(all.map((s) => [s.name, ctx.box.open(s, bindingOf(appId, s.name))]));
 }
+
+/**
+ * Copies the app's own secrets (not the managed ones: those belong to its attachments) to
+ * another app inside the caller's transaction, each sealed again for its new app (a
+ * preview gets its app's secrets this way). Answers the names copied.
+ */
+export async function copyOwnSecrets(
+  tx: Executor,
+  ctx: ServiceContext,
+  fromAppId: string,
+  toAppId: string,
+): Promise<string[]> {
+  const own = await tx
+    .selectFrom('secrets')
+    .select(['name', 'nonce', 'ciphertext', 'build'])
+    .where('app_id', '=', fromAppId)
+    .where('managed_reason', 'is', null)
+    .execute();
+  const now = ctx.clock();
+  for (const s of own) {
+    const sealed = ctx.box.seal(
+      ctx.box.open(s, bindingOf(fromAppId, s.name)),
+      bindingOf(toAppId, s.name),
+    );
+    await tx
+      .insertInto('secrets')
+      .values({
+        app_id: toAppId,
+        name: s.name,
+        nonce: sealed.nonce,
+        ciphertext: sealed.ciphertext,
+        managed_reason: null,
+        build: s.build,
+        updated_at: now,
+      })
+      .execute();
+  }
+  return own.map((s) => s.name);
+}

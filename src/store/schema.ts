@@ -248,6 +248,8 @@ export interface S3KeysTable {
   secret_ciphertext: Buffer;
   created_at: CreatedAt;
   revoked_at: NullableTimestamp;
+  /** Reads only (GET, HEAD): a preview's keys (migration 0033). */
+  read_only: Generated<boolean>;
 }
 
 export interface BucketAttachmentsTable {
@@ -730,6 +732,34 @@ export interface Database {
   builds: BuildsTable;
   releases: ReleasesTable;
   deploys: DeploysTable;
+  previews: PreviewsTable;
+  preview_databases: PreviewDatabasesTable;
+}
+
+/** A preview environment of an app (migration 0033). */
+export interface PreviewsTable {
+  id: string;
+  org_id: string;
+  app_id: string;
+  name: string;
+  preview_app_id: string | null;
+  app_name: string;
+  state: 'creating' | 'ready' | 'failed';
+  state_reason: string | null;
+  release_id: string | null;
+  release_version: number | null;
+  deploy_id: string | null;
+  git_branch: string | null;
+  expires_at: Timestamp;
+  created_at: CreatedAt;
+}
+
+/** A database branch a preview made (migration 0033). */
+export interface PreviewDatabasesTable {
+  preview_id: string;
+  source_id: string;
+  source_name: string;
+  database_id: string;
 }
 
 export type EdgeStatus = 'pending_dns' | 'verified' | 'cert_issued' | 'error';

@@ -230,6 +230,36 @@ describe('CSRF and origin', () => {
   });
 });
 
+describe('previews page', () => {
+  it('makes, lists and deletes a preview through /v1; another org’s app is a 404', async () => {
+    expect(
+      (await tp.request('POST', '/v1/apps', { token: org.token, body: { name: 'pv-ch' } })).status,
+    ).toBe(201);
+    const v = await signedIn();
+    const made = await v.post('/console/apps/pv-ch/previews', {
+      name: 'try',
+      days: '2',
+      _csrf: await v.csrf(),
+    });
+    expect(made.status, made.text).toBe(303);
+    expect(made.headers.get('location')).toBe('/console/apps/pv-ch/previews');
+    const api = await tp.request('GET', '/v1/apps/pv-ch/previews/try', { token: org.token });
+    expect(api.body).toMatchObject({ appName: 'pv-ch--try' });
+    const days = (new Date(api.body.expiresAt).getTime() - Date.now()) / 86_400_000;
+    expect(days).toBeGreaterThan(1.99);
+    expect(days).toBeLessThan(2.01);
+    const page = await v.get('/console/apps/pv-ch/previews');
+    expect(page.status).toBe(200);
+    expect(page.text).toContain('pv-ch--try');
+    const gone = await v.post('/console/apps/pv-ch/previews/try/delete', { _csrf: await v.csrf() });
+    expect(gone.status).toBe(303);
+    expect((await tp.request('GET', '/v1/apps/pv-ch/previews', { token: org.token })).body).toEqual(
+      [],
+    );
+    expect((await v.get('/console/apps/theirs-ch/previews')).status).toBe(404);
+  });
+});
+
 describe('another organization', () => {
   it('answers its app and machine like missing ones (404 page)', async () => {
     const v = await signedIn();

@@ -1,6 +1,7 @@
 /**
  * Client commands: login, tokens, ssh-keys, apps, secrets, protect, domains, zones, buckets,
- * db, machines, deploy (with builds, releases, rollback, deploys), mcp and webhooks.
+ * db, machines, deploy (with builds, releases, rollback, deploys), previews, mcp and
+ * webhooks.
  */
 import type { Command } from 'commander';
 import { registerApps } from './apps.js';
@@ -13,6 +14,7 @@ import { registerLogin } from './login.js';
 import { registerMachines } from './machines.js';
 import { registerMcp } from './mcp.js';
 import { registerProtect } from './protect.js';
+import { registerPreviews } from './previews.js';
 import { registerReleases } from './releases.js';
 import { registerSecrets } from './secrets.js';
 import { registerSshKeys } from './ssh-keys.js';
@@ -36,6 +38,7 @@ export function registerClientCommands(program: Command): void {
   registerDeploy(program);
   registerBuilds(program);
   registerReleases(program);
+  registerPreviews(program);
   registerMcp(program);
   registerWebhooks(program);
 }

@@ -17,3 +17,4 @@ export type { DnsRecord, Domain } from '../../contracts/domains.js';
 export type { Zone } from '../../contracts/zones.js';
 export type { Build, Source } from '../../contracts/builds.js';
 export type { Deploy, Release } from '../../contracts/deploys.js';
+export type { Preview } from '../../contracts/previews.js';

@@ -14,6 +14,7 @@ import { deviceFamily } from './device.js';
 import { domainsFamily } from './domains.js';
 import type { PageFamily } from './family.js';
 import { oauthGrantsFamily } from './oauth-grants.js';
+import { previewsFamily } from './previews.js';
 import { secretsFamily } from './secrets.js';
 import { tokensFamily } from './tokens.js';
 import { volumesFamily } from './volumes.js';
@@ -23,6 +24,7 @@ import { webhooksFamily } from './webhooks.js';
 export const PAGE_FAMILIES: PageFamily[] = [
   appsFamily,
   deploysFamily,
+  previewsFamily,
   appEdgeFamily,
   domainsFamily,
   zonesFamily,

@@ -398,6 +398,47 @@ export const TOOLS: ToolRoute[] = [
       version: z.number().int().min(1).optional().describe('The release’s version.'),
     }),
   },
+  // Previews (issue #26 item 3).
+  {
+    name: 'previews_list',
+    description:
+      'List an app’s preview environments: state (creating, ready, failed), address, database branches, expiry.',
+    route: 'GET /v1/apps/:name/previews',
+    params: { name: 'app' },
+    input: z.object({ app }),
+  },
+  {
+    name: 'preview_get',
+    description: 'Read one preview environment of an app.',
+    route: 'GET /v1/apps/:name/previews/:preview',
+    params: { name: 'app' },
+    input: z.object({ app, preview: name('The preview’s name.') }),
+  },
+  {
+    name: 'preview_create',
+    description:
+      'Make a preview environment <app>--<name>: its own address, the app’s live release, secrets and protection, a branch of each attached database, read-only buckets; removed after ttlSeconds (default 7 days). Answers at once (state creating), to follow with preview_get.',
+    route: 'POST /v1/apps/:name/previews',
+    params: { name: 'app' },
+    input: z.object({
+      app,
+      name: name('The preview’s name (a DNS label).'),
+      ttlSeconds: z
+        .number()
+        .int()
+        .optional()
+        .describe('Lifetime from now, 3600–2592000 s (default 604800: 7 days).'),
+      expiresAt: timestamp.optional().describe('When it is removed (not with ttlSeconds).'),
+    }),
+  },
+  {
+    name: 'preview_delete',
+    description:
+      'Delete a preview environment and exactly what it made (its app, machines, database branches, bucket keys).',
+    route: 'DELETE /v1/apps/:name/previews/:preview',
+    params: { name: 'app' },
+    input: z.object({ app, preview: name('The preview’s name.') }),
+  },
   // Secrets.
   {
     name: 'secrets_list',

@@ -13,6 +13,7 @@ import { udpRoutes } from './apps/udp.js';
 import { buildRoutes } from './builds/builds.js';
 import { deployRoutes } from './deploys/deploys.js';
 import { gitRoutes } from './git/git.js';
+import { previewRoutes } from './previews/previews.js';
 import { bucketRoutes } from './buckets/buckets.js';
 import { bucketCorsRoutes } from './buckets/cors.js';
 import { bucketCredentialRoutes } from './buckets/credentials.js';
@@ -62,6 +63,7 @@ export async function registerRoutes(app: FastifyInstance, deps: AppDeps): Promi
     buildRoutes,
     deployRoutes,
     gitRoutes,
+    previewRoutes,
     secretRoutes,
     bucketRoutes,
     bucketObjectRoutes,

@@ -2,7 +2,7 @@
  * Who may do what at the gateway: every request is signed with SigV4 (header or
  * presigned query) by a key that reaches exactly one bucket. A key asking for any other
  * bucket, existing or not, gets AccessDenied, so the gateway never tells whether another
- * organization's bucket exists.
+ * organization's bucket exists. A read-only key (a preview's) may only GET and HEAD.
  */
 import type { FastifyRequest } from 'fastify';
 import { ObjectError } from '../../services/buckets/object-error.js';
@@ -33,6 +33,10 @@ export async function authorize(
   );
   if (!grant) throw new ObjectError('AccessDenied', 'Access Denied');
   if (grant.suspended) throw new ObjectError('AccessDenied', 'The organization is suspended.');
+  // A read-only key (a preview's) reads, lists and heads; it never writes or deletes.
+  if (grant.readOnly && req.method !== 'GET' && req.method !== 'HEAD') {
+    throw new ObjectError('AccessDenied', 'This key may only read (a preview’s key).');
+  }
   if (target.bucket !== undefined && target.bucket !== grant.bucketName) {
     throw new ObjectError('AccessDenied', 'Access Denied');
   }

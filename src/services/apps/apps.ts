@@ -8,43 +8,56 @@ import { newId } from '../../crypto/tokens.js';
 import type { ServiceContext } from '../context.js';
 import { noteAppOfZoneOrg } from '../domains/memory.js';
 import { claimName } from '../names.js';
-import { findApp, toApp, type App } from './records.js';
+import type { Tx } from '../../store/db.js';
+import { findApp, toApp, type App, type AppRow } from './records.js';
 
 export type { App } from './records.js';
 
 export async function createApp(ctx: ServiceContext, orgId: string, name: string): Promise<App> {
-  const row = await ctx.db.transaction().execute(async (tx) => {
-    // Lock the org row: concurrent creates in one org must not both slip under the limit.
-    const org = await tx
-      .selectFrom('orgs')
-      .select(['limit_apps'])
-      .where('id', '=', orgId)
-      .forUpdate()
-      .executeTakeFirstOrThrow();
-    if (org.limit_apps !== null) {
-      const { n } = await tx
-        .selectFrom('apps')
-        .select((eb) => eb.fn.countAll<number>().as('n'))
-        .where('org_id', '=', orgId)
-        .executeTakeFirstOrThrow();
-      const current = Number(n);
-      if (current >= org.limit_apps) {
-        throw new ApiError(
-          'org-limit-apps',
-          `The organization has ${current} apps, as many as allowed (${org.limit_apps}).`,
-          { limit: org.limit_apps, current },
-        );
-      }
-    }
-    await claimName(tx, orgId, name, 'app');
-    return tx
-      .insertInto('apps')
-      .values({ id: newId('app'), org_id: orgId, name, created_at: ctx.clock() })
-      .returning(['id', 'name', 'org_id', 'created_at'])
-      .executeTakeFirstOrThrow();
-  });
+  const row = await ctx.db.transaction().execute((tx) => insertApp(tx, ctx, orgId, name));
   noteAppOfZoneOrg(ctx, orgId, name, true);
   return toApp(ctx, row);
+}
+
+/**
+ * The app's row, inside the caller's transaction: the organization's app limit checked
+ * (403 `org-limit-apps`) and the name claimed. Whoever commits it then calls
+ * `noteAppOfZoneOrg` (as createApp does): a preview is made this way with its record.
+ */
+export async function insertApp(
+  tx: Tx,
+  ctx: ServiceContext,
+  orgId: string,
+  name: string,
+): Promise<AppRow> {
+  // Lock the org row: concurrent creates in one org must not both slip under the limit.
+  const org = await tx
+    .selectFrom('orgs')
+    .select(['limit_apps'])
+    .where('id', '=', orgId)
+    .forUpdate()
+    .executeTakeFirstOrThrow();
+  if (org.limit_apps !== null) {
+    const { n } = await tx
+      .selectFrom('apps')
+      .select((eb) => eb.fn.countAll<number>().as('n'))
+      .where('org_id', '=', orgId)
+      .executeTakeFirstOrThrow();
+    const current = Number(n);
+    if (current >= org.limit_apps) {
+      throw new ApiError(
+        'org-limit-apps',
+        `The organization has ${current} apps, as many as allowed (${org.limit_apps}).`,
+        { limit: org.limit_apps, current },
+      );
+    }
+  }
+  await claimName(tx, orgId, name, 'app');
+  return tx
+    .insertInto('apps')
+    .values({ id: newId('app'), org_id: orgId, name, created_at: ctx.clock() })
+    .returning(['id', 'name', 'org_id', 'created_at'])
+    .executeTakeFirstOrThrow();
 }
 
 export async function listApps(ctx: ServiceContext, orgId: string): Promise<App[]> {

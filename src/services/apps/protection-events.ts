@@ -27,6 +27,14 @@ export function onProtectionChange(ctx: ServiceContext, fn: (app: string) => voi
  * replicas on commit, and drops this process's cached state once committed (not
  * before, or a request in between could cache the old state again).
  */
+/**
+ * Announces, inside the caller's transaction, that the protection of `appName` changed:
+ * every replica (this one included, through its LISTEN) drops its cached state on commit.
+ */
+export async function announceProtectionWithin(tx: Executor, appName: string): Promise<void> {
+  await sql`SELECT pg_notify(${CHANNEL}, ${`${PROTECTION_KIND}:${appName}`})`.execute(tx);
+}
+
 export async function changeProtection<T>(
   ctx: ServiceContext,
   appName: string,
@@ -34,7 +42,7 @@ export async function changeProtection<T>(
 ): Promise<T> {
   const out = await ctx.db.transaction().execute(async (tx) => {
     const result = await change(tx);
-    await sql`SELECT pg_notify(${CHANNEL}, ${`${PROTECTION_KIND}:${appName}`})`.execute(tx);
+    await announceProtectionWithin(tx, appName);
     return result;
   });
   for (const fn of listeners.get(ctx) ?? []) fn(appName);

@@ -21,7 +21,7 @@ import { newId, randomBase62 } from '../../crypto/tokens.js';
 import { ApiError, badRequest, notFound } from '../../errors/api-error.js';
 import type { Executor } from '../../store/db.js';
 import type { ServiceContext } from '../context.js';
-import { changeProtection } from './protection-events.js';
+import { announceProtectionWithin, changeProtection } from './protection-events.js';
 import { ACCESS_PARAM, signLink, signToken } from './protection-signing.js';
 import { findApp, toApp, type AppRow } from './records.js';
 
@@ -138,6 +138,32 @@ export async function setProtection(
       .execute();
     return answer(tx, app, generated);
   });
+}
+
+/**
+ * Gives app `to` the protection of app `from` inside the caller's transaction (a preview
+ * inherits its app's): the same mode and password. Its signing secret is its own, so the
+ * links and tokens of `from` do not open `to`; none are copied.
+ */
+export async function copyProtection(
+  tx: Executor,
+  ctx: ServiceContext,
+  from: AppRow,
+  to: AppRow,
+): Promise<void> {
+  const row = await protectionRow(tx, from.id);
+  if (!row) return;
+  await tx
+    .insertInto('app_protection')
+    .values({
+      app_id: to.id,
+      mode: row.mode,
+      password_hash: row.password_hash,
+      ...sealSecret(ctx, to.id),
+      updated_at: ctx.clock(),
+    })
+    .execute();
+  await announceProtectionWithin(tx, to.name);
 }
 
 async function protectedApp(

@@ -26,6 +26,11 @@ function defaultAddress(publicUrl: string, appsDomain: string | undefined, name:
   return `${u.protocol}//${name}.${host}`;
 }
 
+/** The default address of the app named `name` (`https://<name>.<apps domain>`). */
+export function defaultAddressOf(ctx: ServiceContext, name: string): string {
+  return defaultAddress(ctx.config.publicUrl, ctx.config.appsDomain, name);
+}
+
 export function toApp(ctx: ServiceContext, r: AppRow): App {
   return {
     id: r.id,

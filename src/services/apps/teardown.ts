@@ -16,6 +16,8 @@ import { releaseName } from '../names.js';
 import { removeDomains } from '../domains/domains.js';
 import { reloadEdgeTable } from '../domains/hosts.js';
 import { announceEdgeChange, noteAppOfZoneOrg } from '../domains/memory.js';
+import { removePreviewBranches } from '../previews/branches.js';
+import { previewOfApp, previewsOf } from '../previews/records.js';
 import { findApp, type AppRow } from './records.js';
 
 /** A step that does its own work and commits it, before the app's transaction. */
@@ -42,6 +44,9 @@ const BEFORE: [owner: string, step: Before][] = [
   // then would run on with nothing left to stop it. A machine in the middle of another
   // operation answers 409 `machine-busy`.
   ['machines', destroyMachines],
+  // Previews: of this app, each goes whole (its app, by this very teardown, and its
+  // database branches); of a preview's own app, the branches that preview made.
+  ['previews', removePreviews],
 ];
 
 /** In one transaction: the app and everything it holds go together, or nothing does. */
@@ -63,6 +68,10 @@ const WITHIN: [owner: string, step: Within][] = [
   // Builds: their rows and sources' go with the app's by cascade; once that commits, its
   // running builds stop, and their logs, sources, images and layer cache leave the host.
   ['builds', (tx, ctx, _orgId, app) => appBuildsRemoval(tx, ctx, app.id)],
+  // Previews: a preview whose app this is goes with it; a failed one keeps its row (with
+  // why it failed) until it is deleted or expires. This app's own previews' rows go with
+  // its row by cascade.
+  ['previews', (tx, _ctx, _orgId, app) => deletePreviewRow(tx, app)],
   // The app row; its own secrets and its (destroyed) machines' rows go with it by cascade.
   ['apps', (tx, _ctx, _orgId, app) => deleteAppRow(tx, app)],
   // Its name, free again in the platform-wide namespace.
@@ -104,6 +113,42 @@ async function destroyMachines(ctx: ServiceContext, orgId: string, app: AppRow):
       if (!(err instanceof ApiError && err.code === 'not-found')) throw err;
     }
   }
+}
+
+async function removePreviews(ctx: ServiceContext, orgId: string, app: AppRow): Promise<void> {
+  for (const p of await previewsOf(ctx.db, app.id)) {
+    if (p.preview_app_id) {
+      await deleteApp(ctx, orgId, p.app_name).catch((err: unknown) => {
+        if (!(err instanceof ApiError && err.code === 'not-found')) throw err;
+      });
+    }
+    await removePreviewBranches(ctx, orgId, p.id);
+  }
+  const own = await previewOfApp(ctx.db, app.id);
+  if (own) await removePreviewBranches(ctx, orgId, own.id);
+}
+
+async function deletePreviewRow(tx: Tx, app: AppRow): Promise<void> {
+  // A branch made for it after BEFORE ran (its creation locks this app's row too) would
+  // lose its record with the row: refused, as a late machine is, for the client to retry.
+  const late = await tx
+    .selectFrom('preview_databases as d')
+    .innerJoin('previews as p', 'p.id', 'd.preview_id')
+    .select('d.database_id')
+    .where('p.preview_app_id', '=', app.id)
+    .where('p.state', '<>', 'failed')
+    .executeTakeFirst();
+  if (late) {
+    throw new ApiError(
+      'conflict',
+      `The preview app '${app.name}' got a database branch while it was being deleted; try again.`,
+    );
+  }
+  await tx
+    .deleteFrom('previews')
+    .where('preview_app_id', '=', app.id)
+    .where('state', '<>', 'failed')
+    .execute();
 }
 
 async function refuseLiveMachines(tx: Tx, _ctx: ServiceContext, _orgId: string, app: AppRow) {

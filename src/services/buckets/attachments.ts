@@ -7,7 +7,7 @@ import type { BucketAttachment as Attachment } from '../../contracts/buckets.js'
 import { servicesUrl, type Config } from '../../config.js';
 import { ApiError } from '../../errors/api-error.js';
 import type { Executor, Tx } from '../../store/db.js';
-import { findApp } from '../apps/records.js';
+import { findApp, type AppRow } from '../apps/records.js';
 import type { ServiceContext } from '../context.js';
 import { insertManagedSecret } from '../secrets.js';
 import { findBucket, type BucketRow } from './records.js';
@@ -51,58 +51,78 @@ export async function attachBucket(
   return ctx.db.transaction().execute(async (tx) => {
     const app = await findApp(tx, orgId, appName, { lock: true });
     const bucket = await findBucket(tx, orgId, bucketName);
-    const existing = await tx
-      .selectFrom('bucket_attachments')
-      .select('app_id')
-      .where('app_id', '=', app.id)
-      .where('bucket_id', '=', bucket.id)
-      .executeTakeFirst();
-    if (existing)
-      throw new ApiError(
-        'already-attached',
-        `The bucket '${bucketName}' is already attached to '${appName}'.`,
-      );
-    const names = injectedNames(prefix ?? '');
-    const taken = await tx
-      .selectFrom('secrets')
-      .select('name')
-      .where('app_id', '=', app.id)
-      .where('name', 'in', Object.values(names))
-      .execute();
-    if (taken.length > 0) {
-      throw new ApiError(
-        'conflict',
-        `The app already has ${taken.map((t) => t.name).join(', ')}; choose another prefix with \`as\`.`,
-      );
-    }
-    const key = await mintS3Key(tx, ctx, { orgId, bucketId: bucket.id, purpose: 'attachment' });
-    const values: Record<string, string> = {
-      // The gateway as the app's machines reach it (not the public URL), over TLS.
-      [names.endpoint!]: machineS3Endpoint(ctx.config),
-      [names.bucket!]: bucket.name,
-      [names.region!]: ctx.config.region,
-      [names.accessKeyId!]: key.accessKeyId,
-      [names.secretAccessKey!]: key.secretAccessKey,
-      [names.forcePathStyle!]: 'true',
-    };
-    const now = ctx.clock();
-    for (const [name, value] of Object.entries(values)) {
-      await insertManagedSecret(tx, ctx, app.id, name, value, 'attachment');
-    }
-    const injected = Object.keys(values).sort();
-    await tx
-      .insertInto('bucket_attachments')
-      .values({
-        app_id: app.id,
-        bucket_id: bucket.id,
-        prefix: prefix ?? '',
-        key_id: key.accessKeyId,
-        injected,
-        created_at: now,
-      })
-      .execute();
-    return { appName, bucketName, injected };
+    return attachBucketWithin(tx, ctx, app, bucket, prefix);
   });
+}
+
+/**
+ * Attaches `bucket` to `app` inside the caller's transaction, which holds the app's row:
+ * a key of its own (read-only for a preview: GET and HEAD only) and the managed secrets.
+ */
+export async function attachBucketWithin(
+  tx: Tx,
+  ctx: ServiceContext,
+  app: AppRow,
+  bucket: BucketRow,
+  prefix: string | undefined,
+  opts: { readOnly?: boolean } = {},
+): Promise<Attachment> {
+  const existing = await tx
+    .selectFrom('bucket_attachments')
+    .select('app_id')
+    .where('app_id', '=', app.id)
+    .where('bucket_id', '=', bucket.id)
+    .executeTakeFirst();
+  if (existing)
+    throw new ApiError(
+      'already-attached',
+      `The bucket '${bucket.name}' is already attached to '${app.name}'.`,
+    );
+  const names = injectedNames(prefix ?? '');
+  const taken = await tx
+    .selectFrom('secrets')
+    .select('name')
+    .where('app_id', '=', app.id)
+    .where('name', 'in', Object.values(names))
+    .execute();
+  if (taken.length > 0) {
+    throw new ApiError(
+      'conflict',
+      `The app already has ${taken.map((t) => t.name).join(', ')}; choose another prefix with \`as\`.`,
+    );
+  }
+  const key = await mintS3Key(tx, ctx, {
+    orgId: app.org_id,
+    bucketId: bucket.id,
+    purpose: 'attachment',
+    readOnly: opts.readOnly === true,
+  });
+  const values: Record<string, string> = {
+    // The gateway as the app's machines reach it (not the public URL), over TLS.
+    [names.endpoint!]: machineS3Endpoint(ctx.config),
+    [names.bucket!]: bucket.name,
+    [names.region!]: ctx.config.region,
+    [names.accessKeyId!]: key.accessKeyId,
+    [names.secretAccessKey!]: key.secretAccessKey,
+    [names.forcePathStyle!]: 'true',
+  };
+  const now = ctx.clock();
+  for (const [name, value] of Object.entries(values)) {
+    await insertManagedSecret(tx, ctx, app.id, name, value, 'attachment');
+  }
+  const injected = Object.keys(values).sort();
+  await tx
+    .insertInto('bucket_attachments')
+    .values({
+      app_id: app.id,
+      bucket_id: bucket.id,
+      prefix: prefix ?? '',
+      key_id: key.accessKeyId,
+      injected,
+      created_at: now,
+    })
+    .execute();
+  return { appName: app.name, bucketName: bucket.name, injected };
 }
 
 /** Detaches inside the caller's transaction (also used when a bucket is force-deleted). */

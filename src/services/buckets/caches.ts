@@ -23,6 +23,8 @@ export interface S3KeyGrant {
   bucketName: string;
   /** The organization is suspended: its keys are refused (AccessDenied). */
   suspended: boolean;
+  /** Reads only: every other method is refused (AccessDenied). A preview's keys. */
+  readOnly: boolean;
   secret: string;
 }
 

@@ -38,7 +38,7 @@ function binding(accessKeyId: string): string {
 export async function mintS3Key(
   ex: Executor,
   ctx: ServiceContext,
-  grant: { orgId: string; bucketId: string; purpose: S3KeyPurpose },
+  grant: { orgId: string; bucketId: string; purpose: S3KeyPurpose; readOnly?: boolean },
 ): Promise<MintedS3Key> {
   const accessKeyId = newAccessKeyId();
   const secretAccessKey = randomBase62(40);
@@ -54,6 +54,7 @@ export async function mintS3Key(
       secret_nonce: sealed.nonce,
       secret_ciphertext: sealed.ciphertext,
       created_at: createdAt,
+      read_only: grant.readOnly === true,
     })
     .execute();
   return { accessKeyId, secretAccessKey, createdAt };
@@ -76,6 +77,7 @@ export async function findS3Key(
       'b.name',
       'k.secret_nonce',
       'k.secret_ciphertext',
+      'k.read_only',
       'o.suspended_at',
     ])
     .where('k.id', '=', accessKeyId)
@@ -88,6 +90,7 @@ export async function findS3Key(
     bucketId: row.bucket_id,
     bucketName: row.name,
     suspended: row.suspended_at !== null,
+    readOnly: row.read_only,
     secret: ctx.box.open(
       { nonce: row.secret_nonce, ciphertext: row.secret_ciphertext },
       binding(row.id),

@@ -8,9 +8,15 @@
 import type { DatabaseAttachment } from '../../contracts/databases.js';
 import { ApiError } from '../../errors/api-error.js';
 import type { Db, Tx } from '../../store/db.js';
-import { findApp } from '../apps/records.js';
+import { findApp, type AppRow } from '../apps/records.js';
 import { insertManagedSecret } from '../secrets.js';
-import { findDatabase, machineConnectionUrl, passwordOf, secretKeyOf } from './records.js';
+import {
+  findDatabase,
+  machineConnectionUrl,
+  passwordOf,
+  secretKeyOf,
+  type DatabaseRow,
+} from './records.js';
 import type { DatabaseContext } from './work.js';
 
 /**
@@ -38,40 +44,53 @@ export async function attachDatabase(
   return ctx.db.transaction().execute(async (tx) => {
     const app = await findApp(tx, orgId, appName, { lock: true });
     const db = await findDatabase(tx, orgId, databaseName);
-    const existing = await tx
-      .selectFrom('database_attachments')
-      .select('app_id')
-      .where('app_id', '=', app.id)
-      .where('database_id', '=', db.id)
-      .executeTakeFirst();
-    if (existing) {
-      throw new ApiError(
-        'already-attached',
-        `The database '${databaseName}' is already attached to '${appName}'.`,
-      );
-    }
-    const name = secretKeyOf(db.kind);
-    const taken = await tx
-      .selectFrom('secrets')
-      .select('name')
-      .where('app_id', '=', app.id)
-      .where('name', '=', name)
-      .executeTakeFirst();
-    if (taken) {
-      throw new ApiError(
-        'conflict',
-        `The app '${appName}' already has ${name}; detach the other database or remove the secret first.`,
-      );
-    }
-    // What the app's machines dial: the services host, TLS verified (not the public URL).
-    const url = machineConnectionUrl(ctx.config, db, passwordOf(ctx.box, db));
-    await insertManagedSecret(tx, ctx, app.id, name, url, 'resource-password');
-    await tx
-      .insertInto('database_attachments')
-      .values({ app_id: app.id, database_id: db.id, secret_name: name, created_at: ctx.clock() })
-      .execute();
-    return { appName, databaseName, injected: [name] };
+    return attachDatabaseWithin(tx, ctx, app, db);
   });
+}
+
+/**
+ * Attaches `db` to `app` inside the caller's transaction, which holds the app's row (an
+ * attach, or a preview attaching its branch in place of the original).
+ */
+export async function attachDatabaseWithin(
+  tx: Tx,
+  ctx: DatabaseContext,
+  app: AppRow,
+  db: DatabaseRow,
+): Promise<DatabaseAttachment> {
+  const existing = await tx
+    .selectFrom('database_attachments')
+    .select('app_id')
+    .where('app_id', '=', app.id)
+    .where('database_id', '=', db.id)
+    .executeTakeFirst();
+  if (existing) {
+    throw new ApiError(
+      'already-attached',
+      `The database '${db.name}' is already attached to '${app.name}'.`,
+    );
+  }
+  const name = secretKeyOf(db.kind);
+  const taken = await tx
+    .selectFrom('secrets')
+    .select('name')
+    .where('app_id', '=', app.id)
+    .where('name', '=', name)
+    .executeTakeFirst();
+  if (taken) {
+    throw new ApiError(
+      'conflict',
+      `The app '${app.name}' already has ${name}; detach the other database or remove the secret first.`,
+    );
+  }
+  // What the app's machines dial: the services host, TLS verified (not the public URL).
+  const url = machineConnectionUrl(ctx.config, db, passwordOf(ctx.box, db));
+  await insertManagedSecret(tx, ctx, app.id, name, url, 'resource-password');
+  await tx
+    .insertInto('database_attachments')
+    .values({ app_id: app.id, database_id: db.id, secret_name: name, created_at: ctx.clock() })
+    .execute();
+  return { appName: app.name, databaseName: db.name, injected: [name] };
 }
 
 export async function detachDatabase(

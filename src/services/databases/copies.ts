@@ -171,6 +171,11 @@ export async function branchDatabase(
   orgId: string,
   sourceName: string,
   body: BranchBody,
+  /**
+   * Runs in the transaction that makes the branch's rows, so that what the caller records
+   * about the branch commits with it or not at all (a preview attaching its branch).
+   */
+  within?: (tx: Tx, branch: DatabaseRow) => Promise<void>,
 ): Promise<DatabaseRecord> {
   const source = await findDatabase(ctx.db, orgId, sourceName);
   assertCopyable(source);
@@ -200,6 +205,7 @@ export async function branchDatabase(
       target: { id: instance.id, volume: instance.volume, kind: row.kind },
     };
     await enqueue(tx, ctx.jobs, 'databases.copy', payload);
+    if (within) await within(tx, row);
     return toRecord(row, [instance]);
   });
 }
