@@ -171,6 +171,39 @@ describe.skipIf(!canRunMachines)('git push deploys', () => {
     expect((await viaProxy('web', '/index.html')).text).toBe(`pushed by ${won}\n`);
   }, 180_000);
 
+  it('a push of another branch deploys it to its own preview, production untouched; deleting the branch removes the preview', async () => {
+    const live = await serverMain();
+    await git.must(['checkout', '--quiet', '-B', 'Feature/New-Look', live], site);
+    await git.commit(site, { 'index.html': 'the new look\n' }, 'new look');
+    const url = pushUrl(bed.tp.url, 'web', bed.org.token);
+    const r = await git.run(['push', url, 'Feature/New-Look'], site);
+    expect(r.code, r.stderr).toBe(0);
+    const lines = remoteLines(r.stderr);
+    expect(lines).toContainEqual(
+      expect.stringMatching(
+        /^pier: preview web--feature-new-look made for branch Feature\/New-Look/,
+      ),
+    );
+    expect(lines.at(-1)).toMatch(/^pier: release v\d+ of web--feature-new-look is live: /);
+    expect((await viaProxy('web--feature-new-look', '/index.html')).text).toBe('the new look\n');
+    expect((await viaProxy('web', '/index.html')).text).not.toBe('the new look\n');
+    expect(await serverMain()).toBe(live);
+    const preview = (await bed.req('GET', '/v1/apps/web/previews/feature-new-look')).body;
+    expect(preview).toMatchObject({ state: 'ready', gitBranch: 'Feature/New-Look' });
+
+    const gone = await git.run(['push', url, '--delete', 'Feature/New-Look'], site);
+    expect(gone.code, gone.stderr).toBe(0);
+    expect(remoteLines(gone.stderr)).toContain(
+      'pier: branch Feature/New-Look deleted: its preview feature-new-look is removed',
+    );
+    expect((await bed.req('GET', '/v1/apps/web/previews/feature-new-look')).status).toBe(404);
+    expect((await bed.req('GET', '/v1/apps/web--feature-new-look')).status).toBe(404);
+    // main cannot be deleted this way.
+    const main = await git.run(['push', url, '--delete', 'main'], site);
+    expect(main.code).not.toBe(0);
+    expect(await serverMain()).toBe(live);
+  }, 180_000);
+
   it('git push ssh://git@<gateway>/<app>.git with a registered key deploys; another organization’s key finds no app, and the git user gets no shell', async () => {
     const home = await sshHome();
     try {

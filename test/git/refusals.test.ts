@@ -167,11 +167,26 @@ describe('git push: who may push', () => {
 });
 
 describe('git push: what may be pushed', () => {
-  it('refuses a branch other than main: previews are not enabled', async () => {
-    const r = await push(plain, 'web', org.token, 'main:feature');
+  it('refuses a branch whose name makes no preview name, and two branches at once', async () => {
+    const r = await push(plain, 'web', org.token, 'main:___');
     expect(r.code).not.toBe(0);
-    expect(remoteLines(r.stderr)[0]).toMatch(/^pier: previews are not enabled for this app/);
+    expect(remoteLines(r.stderr)[0]).toBe('pier: the branch name ___ makes no preview name');
+    expect(await serverRef('web', 'refs/heads/___')).toBe('');
+    const two = await git.run(
+      ['push', pushUrl(tp.url, 'web', org.token), 'main:a', 'main:b'],
+      plain,
+    );
+    expect(two.code).not.toBe(0);
+    expect(remoteLines(two.stderr)[0]).toBe('pier: push one branch at a time');
+    // A branch whose build fails (no builder here) takes back the preview its push made.
+    const failed = await push(plain, 'web', org.token, 'main:feature');
+    expect(failed.code).not.toBe(0);
+    const said = remoteLines(failed.stderr);
+    expect(said[0]).toMatch(/^pier: preview web--feature made for branch feature/);
+    expect(said).toContain('pier: the preview web--feature this push made is removed');
     expect(await serverRef('web', 'refs/heads/feature')).toBe('');
+    const previews = await tp.request('GET', '/v1/apps/web/previews', { token: org.token });
+    expect(previews.body).toEqual([]);
   });
 
   it('refuses fetching and cloning', async () => {
@@ -266,12 +281,12 @@ process.stdin.pipe(s); s.pipe(process.stdout);`,
           'protocol.ext.allow=always',
           'push',
           `ext::${process.execPath} ${bridge} %S`,
-          'main:feature',
+          'main:___',
         ],
         plain,
       );
       expect(r.code).not.toBe(0);
-      expect(remoteLines(r.stderr)[0]).toMatch(/^pier: previews are not enabled for this app/);
+      expect(remoteLines(r.stderr)[0]).toBe('pier: the branch name ___ makes no preview name');
       // The gateway gets receive-pack's exit status to end the channel with.
       for (let i = 0; i < 50 && codes.length === 0; i++)
         await new Promise((t) => setTimeout(t, 100));

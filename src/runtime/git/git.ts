@@ -29,7 +29,8 @@ export function policyArgs(policy: PushPolicy): string[] {
     // A force push is how a person deploys an older commit again, or pushes over a
     // colleague's push they cannot fetch (fetching is not offered).
     ['receive.denyNonFastForwards', 'false'],
-    ['receive.denyDeletes', 'true'],
+    // Deleting a branch removes its preview; pier's hook refuses deleting main (plan.ts).
+    ['receive.denyDeletes', 'false'],
     ['receive.advertisePushOptions', 'false'],
     ['receive.shallowUpdate', 'false'],
     // `git gc --auto` after a push runs in the request, never as a daemon left behind.

@@ -1,7 +1,8 @@
 /**
- * What a push to the production branch does, run for the pre-receive hook while the
- * pushed objects wait in quarantine: the same steps as `pier deploy`, through the same
- * services. The commit's tree goes into the sources store (`git archive` streamed into
+ * What a push does, run for the pre-receive hook while the pushed objects wait in
+ * quarantine: the same steps as `pier deploy`, through the same services, to the app for
+ * its production branch and to the branch's preview (made by the first push of it, the
+ * app's `<app>--<branch>`) for any other; deleting that branch removes its preview. The commit's tree goes into the sources store (`git archive` streamed into
  * `uploadSource`, which caps it and checks every entry: links out of the tree, `..`,
  * devices), a build runs with its log relayed line by line, then a deploy of
  * `build:<id>` is followed step by step, and the app's URL ends the output. The answer
@@ -19,7 +20,13 @@ import { uploadSource } from '../builds/sources.js';
 import type { ServiceContext } from '../context.js';
 import { createDeploy, getDeploy } from '../deploys/deploys.js';
 import { quarantineOf } from './quarantine.js';
-import { parseUpdates, planPush, ZERO_ID, type RefUpdate } from './plan.js';
+import {
+  createPreview,
+  getPreview,
+  listPreviews,
+  removePreviewsOfBranch,
+} from '../previews/previews.js';
+import { parseUpdates, planPush, previewNameOf, ZERO_ID, type RefUpdate } from './plan.js';
 
 /** How often a deploy is read while followed (as `pier deploy` does). */
 const POLL_MS = 500;
@@ -62,23 +69,66 @@ export async function deployPush(run: PushRun): Promise<number> {
 }
 
 async function decide(run: PushRun): Promise<void> {
-  const { ctx, say, signal } = run;
+  const { ctx, say } = run;
   const updates = parseUpdates(run.request.updates);
   if (!updates) throw new Refusal('git sent ref updates pier cannot read');
   const plan = planPush(updates);
   if (plan.kind === 'refuse') throw new Refusal(plan.reason);
   if (plan.kind === 'keep') {
-    say(`pier: ${plan.tags.length} tag(s) kept; only main (or master) deploys\n`);
+    say(`pier: ${plan.tags.length} tag(s) kept; only branches deploy\n`);
     return;
   }
   await run.lock();
-  await assertUnmoved(run.repo, plan.update);
-  const objectDir = await quarantineOf(run.repo, run.request.quarantine);
   const app = await findApp(ctx.db, run.orgId, run.appName);
-  say(`pier: deploying ${plan.branch} (${short(plan.update.new)}) to ${app.name}\n`);
+  if (plan.kind === 'unpreview') {
+    const gone = await removePreviewsOfBranch(ctx, run.orgId, app.name, plan.branch);
+    say(
+      gone.length
+        ? `pier: branch ${plan.branch} deleted: its preview ${gone.join(', ')} is removed\n`
+        : `pier: branch ${plan.branch} deleted; it had no preview\n`,
+    );
+    return;
+  }
+  await assertUnmoved(run.repo, plan.update);
+  if (plan.kind === 'deploy') {
+    say(`pier: deploying ${plan.branch} (${short(plan.update.new)}) to ${app.name}\n`);
+    await buildAndDeploy(run, app.name, plan.update);
+    return;
+  }
+  const { preview, made } = await previewOfBranch(run, app.name, plan.branch);
+  say(
+    `pier: deploying ${plan.branch} (${short(plan.update.new)}) to its preview ${preview.appName}\n`,
+  );
+  try {
+    await buildAndDeploy(run, preview.appName, plan.update, () =>
+      previewSettled(run, app.name, preview.name),
+    );
+  } catch (err) {
+    // The branch did not move: a preview this push made goes with it.
+    if (made) {
+      await removePreviewsOfBranch(ctx, run.orgId, app.name, plan.branch).catch((e: unknown) =>
+        ctx.log.warn({ err: e, preview: preview.appName }, 'git push: preview not taken back'),
+      );
+      say(`pier: the preview ${preview.appName} this push made is removed\n`);
+    }
+    throw err;
+  }
+}
 
-  const archive = archiveCommit(run.repo, plan.update.new, objectDir);
-  const source = await uploadSource(ctx, run.orgId, app.name, archive.stream, undefined).catch(
+/**
+ * The pushed commit's tree, built and deployed to `target` (the app, or a preview's app);
+ * `beforeDeploy` waits for what the deploy needs first (a new preview's own making).
+ */
+async function buildAndDeploy(
+  run: PushRun,
+  target: string,
+  update: RefUpdate,
+  beforeDeploy?: () => Promise<void>,
+): Promise<void> {
+  const { ctx, say, signal } = run;
+  const objectDir = await quarantineOf(run.repo, run.request.quarantine);
+  const archive = archiveCommit(run.repo, update.new, objectDir);
+  const source = await uploadSource(ctx, run.orgId, target, archive.stream, undefined).catch(
     async (err: unknown) => {
       // git failing (rather than the archive being refused) is the platform's failure.
       const gitFailed = await Promise.race([
@@ -95,7 +145,7 @@ async function decide(run: PushRun): Promise<void> {
   await archive.done;
   say(`pier: source ${source.id}: ${source.files} entries, ${source.sizeBytes} bytes\n`);
 
-  const build = await createBuild(ctx, run.orgId, app.name, { source: source.id });
+  const build = await createBuild(ctx, run.orgId, target, { source: source.id });
   say(`pier: building ${build.id}\n`);
   const decoder = new StringDecoder('utf8');
   for await (const chunk of await buildLogs(ctx, run.orgId, build.id, true, signal)) {
@@ -108,16 +158,48 @@ async function decide(run: PushRun): Promise<void> {
     throw new Refusal(`the build ${build.id} failed: ${built.error ?? 'no reason given'}`);
   }
   say(`pier: built ${build.id} (${built.imageDigest ?? 'no digest'})\n`);
+  await beforeDeploy?.();
 
-  const accepted = await createDeploy(ctx, run.orgId, app.name, { image: `build:${build.id}` });
+  const accepted = await createDeploy(ctx, run.orgId, target, { image: `build:${build.id}` });
   say(`pier: deploying build:${build.id} (${accepted.strategy}): deploy ${accepted.id}\n`);
   const done = await followDeploy(run, accepted.id);
   if (done.status === 'error') {
     throw new Refusal(`the deploy ${done.id} failed: ${done.error ?? 'no reason given'}`);
   }
+  const app = await findApp(ctx.db, run.orgId, target);
   say(
-    `pier: release v${done.release ?? '?'} of ${app.name} is live: ${toApp(ctx, app).defaultAddress}\n`,
+    `pier: release v${done.release ?? '?'} of ${target} is live: ${toApp(ctx, app).defaultAddress}\n`,
   );
+}
+
+/** The preview the branch deploys to: the one it made before, else a new one. */
+async function previewOfBranch(run: PushRun, appName: string, branch: string) {
+  const { ctx, say } = run;
+  const name = previewNameOf(appName, branch);
+  if (!name) throw new Refusal(`the branch name ${branch} makes no preview name`);
+  const existing = (await listPreviews(ctx, run.orgId, appName)).find((p) => p.name === name);
+  if (existing && existing.gitBranch !== branch) {
+    throw new Refusal(
+      `the preview ${existing.appName} is another branch's (${existing.gitBranch ?? 'made by hand'}); rename the branch`,
+    );
+  }
+  if (existing && existing.state !== 'failed') return { preview: existing, made: false };
+  const made = await createPreview(ctx, run.orgId, appName, { name, gitBranch: branch });
+  say(`pier: preview ${made.appName} made for branch ${branch} (expires ${made.expiresAt})\n`);
+  return { preview: made, made: true };
+}
+
+/** Waits until the preview is made (its branches, its first release): its own job. */
+async function previewSettled(run: PushRun, appName: string, name: string): Promise<void> {
+  for (;;) {
+    const p = await getPreview(run.ctx, run.orgId, appName, name);
+    if (p.state === 'ready') return;
+    if (p.state === 'failed') {
+      throw new Refusal(`the preview ${p.appName} failed: ${p.stateReason ?? 'no reason given'}`);
+    }
+    if (run.signal.aborted) throw run.signal.reason;
+    await new Promise((r) => setTimeout(r, POLL_MS));
+  }
 }
 
 /**

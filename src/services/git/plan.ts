@@ -1,9 +1,10 @@
 /**
  * What a push asks for, read from the ref updates git hands the pre-receive hook, and
  * what pier does with it. The production branch, `main` (or `master`, for repositories
- * that still use it), deploys; tags are kept and deploy nothing; any other branch is
- * refused until previews exist, and so is deleting a branch. The hook decides for the
- * whole push: one refused ref refuses all of it.
+ * that still use it), deploys the app; any other branch deploys its own preview of the
+ * app (services/previews), and deleting that branch removes the preview; tags are kept
+ * and deploy nothing. One branch a push; deleting a production branch is refused. The
+ * hook decides for the whole push: one refused ref refuses all of it.
  */
 import { OBJECT_ID } from '../../runtime/git/archive.js';
 
@@ -20,6 +21,8 @@ export const PRODUCTION_BRANCHES = ['main', 'master'];
 
 export type PushPlan =
   | { kind: 'deploy'; update: RefUpdate; branch: string; tags: RefUpdate[] }
+  | { kind: 'preview'; update: RefUpdate; branch: string; tags: RefUpdate[] }
+  | { kind: 'unpreview'; branch: string; tags: RefUpdate[] }
   | { kind: 'keep'; tags: RefUpdate[] }
   | { kind: 'refuse'; reason: string };
 
@@ -38,16 +41,11 @@ export function parseUpdates(text: string): RefUpdate[] | undefined {
 }
 
 export function planPush(updates: RefUpdate[]): PushPlan {
-  const production: RefUpdate[] = [];
+  const branches: { update: RefUpdate; branch: string }[] = [];
   const tags: RefUpdate[] = [];
   for (const u of updates) {
-    if (u.new === ZERO_ID) {
-      return {
-        kind: 'refuse',
-        reason: `deleting ${u.ref} is refused: pier keeps what it deployed (delete the app to stop it)`,
-      };
-    }
     if (u.ref.startsWith('refs/tags/')) {
+      if (u.new === ZERO_ID) return { kind: 'refuse', reason: `deleting ${u.ref} is refused` };
       tags.push(u);
       continue;
     }
@@ -55,18 +53,38 @@ export function planPush(updates: RefUpdate[]): PushPlan {
     if (branch === undefined) {
       return { kind: 'refuse', reason: `${u.ref}: only branches and tags can be pushed` };
     }
-    if (!PRODUCTION_BRANCHES.includes(branch)) {
+    if (u.new === ZERO_ID && PRODUCTION_BRANCHES.includes(branch)) {
       return {
         kind: 'refuse',
-        reason: `previews are not enabled for this app: only main (or master) deploys; push the branch as main (git push <remote> ${branch}:main)`,
+        reason: `deleting ${u.ref} is refused: pier keeps what it deployed (delete the app to stop it)`,
       };
     }
-    production.push(u);
+    branches.push({ update: u, branch });
   }
-  if (production.length > 1) {
-    return { kind: 'refuse', reason: 'push one of main and master at a time' };
-  }
-  const [update] = production;
-  if (!update) return { kind: 'keep', tags };
-  return { kind: 'deploy', update, branch: update.ref.slice('refs/heads/'.length), tags };
+  if (branches.length > 1) return { kind: 'refuse', reason: 'push one branch at a time' };
+  const [one] = branches;
+  if (!one) return { kind: 'keep', tags };
+  const { update, branch } = one;
+  if (update.new === ZERO_ID) return { kind: 'unpreview', branch, tags };
+  return {
+    kind: PRODUCTION_BRANCHES.includes(branch) ? 'deploy' : 'preview',
+    update,
+    branch,
+    tags,
+  };
+}
+
+/**
+ * The name of the preview a branch deploys to: the branch as a DNS label (lower case,
+ * runs of anything else as one `-`), cut so that `<app>--<name>` fits an app name (63).
+ * Undefined when nothing of the branch's name is left.
+ */
+export function previewNameOf(app: string, branch: string): string | undefined {
+  const room = 63 - app.length - 2;
+  const name = branch
+    .toLowerCase()
+    .replace(/[^a-z0-9]+/g, '-')
+    .slice(0, Math.max(0, room))
+    .replace(/^-+|-+$/g, '');
+  return name === '' ? undefined : name;
 }
