@@ -85,6 +85,8 @@ export interface MachinePier {
   sandboxRecords(): Promise<SandboxRecord[]>;
   /** The last lines of pier's own log (stdout and stderr of `pier serve`). */
   logTail(lines?: number): Promise<string>;
+  /** The platform CA (PEM), as an operator fetches it: to verify its databases. */
+  platformCa(): Promise<string>;
   close(): Promise<void>;
 }
 
@@ -422,6 +424,13 @@ export async function openMachineBench(
       machineRoot: (id) => path.join(dataDir, 'machines', `${id}.root`),
       sandboxRecords: () => sandboxRecords(runDir),
       logTail,
+      async platformCa() {
+        const res = await fetch(`${url}/admin/v1/ca`, {
+          headers: { authorization: `Bearer ${operatorToken}` },
+        });
+        if (res.status !== 200) throw new Error(`GET /admin/v1/ca answered ${res.status}`);
+        return res.text();
+      },
       close: closeAll,
     };
   } catch (err) {

@@ -2,7 +2,7 @@
  * The work of the `previews.create` job: make a preview's database branches, wait for
  * them, deploy the app's release to the preview's app, wait for it, and mark the preview
  * `ready`. Each run does what it can now and, while a branch or the deploy is under way,
- * queues the next run a second later instead of holding a worker slot waiting (branches
+ * queues the next run 200 ms later instead of holding a worker slot waiting (branches
  * and deploys are jobs of their own, which need those slots). What is made is recorded
  * in the store as it is made, so a run after a restart carries on from there. A preview
  * that cannot be made ends `failed` with the reason, and everything it made is taken
@@ -21,8 +21,11 @@ import { failPreview } from './remove.js';
 
 /** A preview not ready this long after it was asked for fails. */
 export const PREVIEW_CREATE_DEADLINE_MS = 15 * 60_000;
-/** How long a run waits before looking again at a branch or deploy under way. */
-const AGAIN_MS = 1000;
+/**
+ * How long a run waits before looking again at a branch or deploy under way: short, as a
+ * preview's first answer waits on each look (a look is a few reads and one queued job).
+ */
+const AGAIN_MS = 200;
 export const PREVIEW_CREATE_ATTEMPTS = 5;
 
 /** A failure no retry can mend: the preview fails at once. */
