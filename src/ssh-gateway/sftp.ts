@@ -62,7 +62,13 @@ const unsupported = (what: string) =>
 
 type Open =
   | { kind: 'read'; path: string; file: FileHandle }
-  | { kind: 'write'; path: string; upload: Upload; written: Promise<unknown>; mode: number }
+  | {
+      kind: 'write';
+      path: string;
+      upload: Upload;
+      written: Promise<unknown>;
+      readonly mode: number;
+    }
   | { kind: 'dir'; path: string; entries: StatEntry[]; next: number };
 
 /**
@@ -123,18 +129,22 @@ export function serveSftp(c: LoggedIn, sftp: SFTPWrapper): () => void {
   };
 
   /**
-   * Runs one request: `fn` answers it, or throws what becomes its status. Answers after
-   * the channel ended go nowhere.
+   * Runs one request: `fn` answers it, or throws what becomes its status. Requests run
+   * one at a time, in the order they came, as OpenSSH's sftp-server runs them: its
+   * client takes READ answers out of order as a sign to distrust the file's end (and
+   * cuts a download short). Answers after the channel ended go nowhere.
    */
+  let queue: Promise<unknown> = place;
   const serve = (reqId: number, fn: (where: { machine: string; cwd: string }) => Promise<void>) => {
-    place
+    queue = queue
+      .then(() => place)
       .then(fn)
       .catch((err: unknown) => {
         if (ended) return;
         const { status, message } = statusOf(err);
         if (
           status === STATUS_CODE.FAILURE &&
-          !(err instanceof ApiError || err instanceof Refused)
+          !(err instanceof ApiError || err instanceof Refused || err instanceof UploadRefused)
         ) {
           log.error({ err }, 'ssh gateway: sftp request failed');
         }
@@ -172,12 +182,12 @@ export function serveSftp(c: LoggedIn, sftp: SFTPWrapper): () => void {
         if (ended) return void file.close().catch(() => undefined);
         return void sftp.handle(reqId, handleOf({ kind: 'read', path, file }));
       }
-      // Files are written whole: a write keeps nothing of what was there.
+      // Files are written whole: the bytes written replace the file, truncated or not (scp
+      // opens without truncating, to write in place, and sends the whole file). A client
+      // writing only a part (a resumed `reput`) is refused at its first WRITE, which is
+      // not at offset 0.
       const creates = (flags & OPEN_MODE.CREAT) !== 0;
       const exclusive = creates && (flags & OPEN_MODE.EXCL) !== 0;
-      if ((flags & OPEN_MODE.TRUNC) === 0 && !exclusive) {
-        throw unsupported('writing into a file without truncating it (files are written whole)');
-      }
       if (!creates || exclusive) {
         const there = await statGuestPath(ctx, orgId, machine, path, false).then(
           () => true,
@@ -237,15 +247,21 @@ export function serveSftp(c: LoggedIn, sftp: SFTPWrapper): () => void {
     }),
   );
 
-  // Only the permission bits of a file being written may be set (it lands with them).
+  // Of a file being written, only its size may be set, to where the writes end (scp's
+  // truncation after writing in place); the mode it is written with may be repeated.
   sftp.on('FSETSTAT', (reqId: number, handle: Buffer, attrs: Attributes) =>
     serve(reqId, async () => {
       const h = lookup(handle);
-      const others = [attrs.uid, attrs.gid, attrs.size, attrs.atime, attrs.mtime];
+      const others = [attrs.uid, attrs.gid, attrs.atime, attrs.mtime];
       if (h.kind !== 'write' || others.some((v) => v !== undefined)) {
-        throw unsupported('setting owners, sizes or times');
+        throw unsupported('setting owners or times');
       }
-      if (typeof attrs.mode === 'number') h.mode = attrs.mode & 0o7777;
+      if (attrs.size !== undefined && attrs.size !== h.upload.received) {
+        throw unsupported('setting a size other than where the writes end');
+      }
+      if (attrs.mode !== undefined && (attrs.mode & 0o7777) !== h.mode) {
+        throw unsupported('changing the mode of a file being written');
+      }
       ok(reqId);
     }),
   );
@@ -341,9 +357,26 @@ export function serveSftp(c: LoggedIn, sftp: SFTPWrapper): () => void {
     serve(reqId, () => Promise.reject(unsupported('making a symlink'))),
   );
 
-  sftp.on('end', end);
+  // The client's end of input is its goodbye: the channel exits with 0, as sshd's does
+  // when sftp-server exits (scp fails without it). Any other end gives no status.
+  sftp.on('end', () => {
+    if (!ended) exitStatus(sftp, 0);
+    end();
+  });
   sftp.on('close', end);
   return end;
+}
+
+/**
+ * Sends the channel's exit status. ssh2's SFTP server has no `exit()` (its Channel has,
+ * and does just this): the session channel's id and the protocol are the SFTP object's.
+ */
+function exitStatus(sftp: SFTPWrapper, code: number): void {
+  const s = sftp as unknown as {
+    _protocol?: { exitStatus(id: number, status: number): void };
+    outgoing?: { id: number; state: string };
+  };
+  if (s.outgoing?.state === 'open') s._protocol?.exitStatus(s.outgoing.id, code);
 }
 
 /** The status and message a failure is answered with: pier's code, then its words. */
