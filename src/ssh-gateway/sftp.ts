@@ -39,6 +39,11 @@ const { OPEN_MODE, STATUS_CODE } = ssh2.utils.sftp;
 
 /** Handles (files and directories) one SFTP channel may hold open at once. */
 export const MAX_HANDLES = 16;
+/**
+ * Requests one channel may have waiting (OpenSSH keeps 64 in flight): a client past it
+ * is not held in memory but cut, its uploads dropped.
+ */
+export const MAX_WAITING = 256;
 /** The most one READ answers (OpenSSH asks 32 KiB at a time). */
 const READ_MAX = 256 * 1024;
 /** Directory entries per READDIR answer. */
@@ -112,7 +117,7 @@ export function serveSftp(c: LoggedIn, sftp: SFTPWrapper): () => void {
       release(h);
       throw new Refused(
         STATUS_CODE.FAILURE,
-        'too-many-sessions',
+        'unprocessable',
         `at most ${MAX_HANDLES} files and directories may be open at once`,
       );
     }
@@ -135,7 +140,13 @@ export function serveSftp(c: LoggedIn, sftp: SFTPWrapper): () => void {
    * cuts a download short). Answers after the channel ended go nowhere.
    */
   let queue: Promise<unknown> = place;
+  let waiting = 0;
   const serve = (reqId: number, fn: (where: { machine: string; cwd: string }) => Promise<void>) => {
+    if (ended) return;
+    if (++waiting > MAX_WAITING) {
+      log.warn({ id: c.login.id, ip: c.ip }, 'ssh gateway: sftp client sent too many requests');
+      return end();
+    }
     queue = queue
       .then(() => place)
       .then(fn)
@@ -150,7 +161,8 @@ export function serveSftp(c: LoggedIn, sftp: SFTPWrapper): () => void {
         }
         sftp.status(reqId, status, message);
       })
-      .catch(() => undefined);
+      .catch(() => undefined)
+      .finally(() => waiting--);
   };
   const ok = (reqId: number) => !ended && sftp.status(reqId, STATUS_CODE.OK);
 
