@@ -9,7 +9,7 @@
  * runs `/bin/sh`. The exit status (or signal) goes back to the client. A session that
  * cannot open says why on stderr, `pier: <code>: <message>` with the code of spec 7.6
  * (`too-many-sessions`, `machine-stopped`, …), and exits with 255, as ssh does when it
- * cannot run a command.
+ * cannot run a command. The `sftp` subsystem serves the machine's files instead (sftp.ts).
  */
 import type { AcceptConnection, RejectConnection, ServerChannel, Session } from 'ssh2';
 import { ApiError } from '../errors/api-error.js';
@@ -24,6 +24,7 @@ import {
 import { shellMachine } from '../services/ssh-logins.js';
 import { serveGitChannel } from './git.js';
 import type { LoggedIn } from './logged-in.js';
+import { serveSftp } from './sftp.js';
 
 /** Exit status of a session that never ran its command (ssh's own, for its failures). */
 export const REFUSED_EXIT = 255;
@@ -46,6 +47,8 @@ export function serveSession(
   let endReason = 'client-closed';
   /** Ends a push of a `git` login's channel. */
   const pushing = new AbortController();
+  /** Ends the channel's SFTP subsystem, when it is one. */
+  let endSftp: (() => void) | undefined;
 
   /** Ends the session once: its process is killed unless it exited, its row says why. */
   const finish = (reason: string, why?: AuthEnded) => {
@@ -53,6 +56,7 @@ export function serveSession(
     done = true;
     endReason = reason;
     pushing.abort();
+    endSftp?.();
     release?.();
     if (admitted && !exited) endExecSession(c.deps.ctx, admitted.id, reason);
     if (why && channel?.writable) {
@@ -91,6 +95,13 @@ export function serveSession(
   session.on('exec', (ok, _no, info) =>
     c.login.git ? startGit(ok(), info.command) : start(ok(), ['/bin/sh', '-c', info.command]),
   );
+  // `sftp`, and `scp` (OpenSSH 9's speaks SFTP): the machine's files (sftp.ts). A `git`
+  // login reaches no machine; `scp -O`'s legacy protocol is a command (`scp -t`), run as any.
+  session.on('sftp', (ok, no) => {
+    if (c.login.git || channel || endSftp) return no?.();
+    const sftp = ok();
+    if (sftp) endSftp = serveSftp(c, sftp);
+  });
   // A `git` login's channel carries a push (git.ts), not a process in a machine.
   const startGit = (ch: ServerChannel | undefined, command: string | undefined) => {
     if (!ch || channel) return;

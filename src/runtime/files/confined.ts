@@ -86,10 +86,14 @@ export class PathEscapeError extends Error {
   }
 }
 
-/** A path whose resolution fails inside the root (missing, not a directory, a loop). */
+/**
+ * A path whose resolution fails inside the root (missing, not a directory, a loop), or
+ * that a change of the tree cannot take (exists already, not empty, another file system).
+ */
 export class PathError extends Error {
   constructor(
-    readonly code: 'ENOENT' | 'ENOTDIR' | 'ELOOP' | 'EISDIR',
+    readonly code:
+      'ENOENT' | 'ENOTDIR' | 'ELOOP' | 'EISDIR' | 'EEXIST' | 'ENOTEMPTY' | 'EXDEV' | 'EINVAL',
     message: string,
   ) {
     super(message);

@@ -50,7 +50,7 @@ export const MAY_EXEC = 1;
 export class PermissionDeniedError extends Error {
   constructor(
     readonly path: string,
-    readonly action: 'read' | 'write' | 'list' | 'search' | 'replace',
+    readonly action: 'read' | 'write' | 'list' | 'search' | 'replace' | 'remove' | 'rename',
     readonly reason = "by the file's permissions",
   ) {
     super(`the machine's user may not ${action} ${path} (${reason})`);

@@ -35,6 +35,16 @@ import {
   specialKind,
 } from './confined.js';
 import {
+  fileStat,
+  makeDir,
+  refusedBy,
+  removePath,
+  renamePath,
+  statPath,
+  type FileStat,
+  type Tree,
+} from './guest-tree.js';
+import {
   imageGroups,
   MAY_EXEC,
   MAY_READ,
@@ -47,6 +57,28 @@ import {
 } from './file-user.js';
 
 const { O_RDONLY, O_WRONLY, O_CREAT, O_EXCL, O_NOFOLLOW, O_DIRECTORY } = constants;
+
+/** The listing's type of a file of mode `mode`. */
+export function typeOf(mode: number): DirEntry['type'] {
+  switch (mode & constants.S_IFMT) {
+    case constants.S_IFREG:
+      return 'file';
+    case constants.S_IFDIR:
+      return 'dir';
+    case constants.S_IFLNK:
+      return 'symlink';
+    default:
+      return 'other';
+  }
+}
+
+/** One entry of a directory listing with its whole stats. */
+export interface StatEntry {
+  name: string;
+  stat: FileStat;
+  /** Where a symlink points, as written in it. */
+  target?: string;
+}
 
 /** One entry of a directory listing. */
 export interface DirEntry {
@@ -124,6 +156,15 @@ export class GuestFiles {
    * the root.
    */
   async read(path: string, cap: number): Promise<{ size: number; stream: ReadStream }> {
+    const { size, file } = await this.openRead(path, cap);
+    return { size, stream: file.createReadStream({ autoClose: true }) };
+  }
+
+  /**
+   * The regular file at `path` opened for reading, as `read` opens it (the same checks
+   * and cap), for a caller that reads it at offsets (SFTP) and closes it.
+   */
+  async openRead(path: string, cap: number): Promise<{ size: number; file: FileHandle }> {
     const { parent, name } = await resolveParent(this.root, path, { user: this.user });
     try {
       if (name === undefined) throw new PathError('EISDIR', `${path} is a directory`);
@@ -136,7 +177,7 @@ export class GuestFiles {
         await file.close();
         throw new FileTooLargeError(stats.size, cap);
       }
-      return { size: stats.size, stream: file.createReadStream({ autoClose: true }) };
+      return { size: stats.size, file };
     } finally {
       await parent.close();
     }
@@ -163,7 +204,7 @@ export class GuestFiles {
       followLast: false,
       owner,
       user: this.user,
-    }).catch(readOnly(path));
+    }).catch(refusedBy(path, 'write'));
     const temp = `.pier-upload-${process.pid}-${Date.now().toString(36)}`;
     let made = false;
     try {
@@ -174,7 +215,7 @@ export class GuestFiles {
         at(parent, temp),
         O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW,
         opts.mode,
-      ).catch(readOnly(path));
+      ).catch(refusedBy(path, 'write'));
       made = true;
       let size = 0;
       try {
@@ -190,13 +231,8 @@ export class GuestFiles {
         await file.close();
       }
       await this.mayReplace(parent, name, path);
-      await rename(at(parent, temp), at(parent, name)).catch((err: NodeJS.ErrnoException) => {
-        // A file bound into the machine (its mount point cannot be renamed over).
-        if (err.code === 'EBUSY') throw new PermissionDeniedError(path, 'replace', 'a mount');
-        // An immutable or append-only file (or directory), which nobody in the machine may change.
-        if (err.code === 'EPERM') throw new PermissionDeniedError(path, 'replace', 'immutable');
-        throw err;
-      });
+      // A file bound into the machine (a mount point) or an immutable one is refused.
+      await rename(at(parent, temp), at(parent, name)).catch(refusedBy(path, 'replace'));
       return size;
     } catch (err) {
       if (made) await rm(at(parent, temp), { force: true }).catch(() => {});
@@ -228,6 +264,20 @@ export class GuestFiles {
 
   /** The entries of the directory at `path`, sorted by name. */
   async list(path: string): Promise<DirEntry[]> {
+    return (await this.listStats(path)).map(({ name, stat, target }) => ({
+      name,
+      type: typeOf(stat.mode),
+      size: stat.size,
+      mode: `0${(stat.mode & 0o7777).toString(8).padStart(3, '0')}`,
+      uid: stat.uid,
+      gid: stat.gid,
+      modifiedAt: stat.mtime.toISOString(),
+      ...(target !== undefined ? { target } : {}),
+    }));
+  }
+
+  /** The entries of the directory at `path`, sorted by name, with their whole stats. */
+  async listStats(path: string): Promise<StatEntry[]> {
     const { parent, name } = await resolveParent(this.root, path, { user: this.user });
     let dir: FileHandle = parent;
     try {
@@ -238,30 +288,15 @@ export class GuestFiles {
       // Names need read permission, their types and sizes search permission.
       await need(dir, this.user, MAY_READ | MAY_EXEC, path, 'list');
       const names = await readdir(`/proc/self/fd/${dir.fd}`);
-      const entries: DirEntry[] = [];
+      const entries: StatEntry[] = [];
       for (const n of names.sort()) {
         const st = await lstat(at(dir, n)).catch(() => undefined);
         if (!st) continue; // removed meanwhile
-        const type = st.isFile()
-          ? 'file'
-          : st.isDirectory()
-            ? 'dir'
-            : st.isSymbolicLink()
-              ? 'symlink'
-              : 'other';
-        const entry: DirEntry = {
+        const entry: StatEntry = {
           name: n,
-          type,
-          size: st.size,
-          mode: `0${(st.mode & 0o7777).toString(8).padStart(3, '0')}`,
-          // As the machine sees them: its ids are the host's shifted (sandbox/userns.ts).
-          uid: guestId(st.uid),
-          gid: guestId(st.gid),
-          modifiedAt: st.mtime.toISOString(),
+          stat: fileStat(st),
         };
-        if (type === 'symlink') {
-          entry.target = await readlink(at(dir, n)).catch(() => '');
-        }
+        if (st.isSymbolicLink()) entry.target = await readlink(at(dir, n)).catch(() => '');
         entries.push(entry);
       }
       return entries;
@@ -270,16 +305,30 @@ export class GuestFiles {
       await parent.close();
     }
   }
-}
 
-/** A read-only file system refuses the machine's user too: said as a refusal, not a failure. */
-function readOnly(path: string) {
-  return (err: NodeJS.ErrnoException): never => {
-    if (err.code === 'EROFS') {
-      throw new PermissionDeniedError(path, 'write', 'a read-only file system');
-    }
-    throw err;
-  };
+  /** The stats of `path` (see guest-tree.ts). */
+  stat(path: string, opts: { follow: boolean }): Promise<FileStat> {
+    return statPath(this.tree(), path, opts);
+  }
+
+  /** Makes the directory `path` (see guest-tree.ts). */
+  mkdir(path: string, mode: number): Promise<void> {
+    return makeDir(this.tree(), path, mode);
+  }
+
+  /** Removes the file, or the empty directory, at `path` (see guest-tree.ts). */
+  remove(path: string, opts: { dir: boolean }): Promise<void> {
+    return removePath(this.tree(), path, opts);
+  }
+
+  /** Renames `from` to `to`, which must not exist (see guest-tree.ts). */
+  rename(from: string, to: string): Promise<void> {
+    return renamePath(this.tree(), from, to);
+  }
+
+  private tree(): Tree {
+    return { root: this.root, user: this.user };
+  }
 }
 
 /**
