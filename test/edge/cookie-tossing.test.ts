@@ -59,15 +59,26 @@ function tosser(attackerKey: string): string {
 
 beforeAll(async () => {
   if (!canRunMachines) return;
-  port = await freePort();
-  [bed, browser] = await Promise.all([
-    startMachineBed('ck', 40, {
-      listen: `127.0.0.1:${port}`,
-      publicUrl: `http://${PUBLIC_HOST}:${port}`,
-    }),
-    // Every name to loopback: the browser resolves pier.example.com and its apps to pier.
-    launchBrowser(['--host-resolver-rules=MAP * 127.0.0.1']),
-  ]);
+  // Every name to loopback: the browser resolves pier.example.com and its apps to pier.
+  const launched = launchBrowser(['--host-resolver-rules=MAP * 127.0.0.1']);
+  // The public URL names the port, so it is chosen first; another listener (of any test)
+  // may take it before pier binds it: then another is chosen.
+  for (let tries = 1; ; tries++) {
+    port = await freePort();
+    try {
+      bed = await startMachineBed('ck', 40, {
+        listen: `127.0.0.1:${port}`,
+        publicUrl: `http://${PUBLIC_HOST}:${port}`,
+      });
+      break;
+    } catch (err) {
+      if (tries >= 3 || !/EADDRINUSE/.test(String(err))) {
+        await (await launched).close();
+        throw err;
+      }
+    }
+  }
+  browser = await launched;
   await addPerson(bed.tp, bed.org.id, VISITOR);
   const other = await bed.tp.createOrg({ name: 'Attackers' });
   await addPerson(bed.tp, other.id, ATTACKER);

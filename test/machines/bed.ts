@@ -87,7 +87,12 @@ export async function startMachineBed(
     trustedRegistries: [registry.host],
     ...extra,
   };
-  const first = await startTestPlatform(config);
+  // A platform that fails to start (a port taken meanwhile) leaves no registry or bridge.
+  const first = await startTestPlatform(config).catch(async (err: unknown) => {
+    await registry.stop();
+    await removeMachinesNetwork(bridge, config.machinesCidr);
+    throw err;
+  });
   const org = await first.createOrg();
   const bed: MachineBed = {
     registry,
