@@ -30,6 +30,7 @@ import {
 import {
   isRunning,
   Network,
+  sandboxRuntimeDir,
   unmountRootfs,
   type SandboxRecord,
 } from '../../src/runtime/sandbox/index.js';
@@ -527,6 +528,8 @@ async function leftovers(dataDir: string): Promise<void> {
     }
     console.error(`  (cleaned up ${ids.size} machine(s) pier left behind)`);
   }
+  // runc's state and bundles of this data dir's sandboxes, on /run: empty or stale now.
+  await rm(sandboxRuntimeDir(path.join(machinesDir, '.run')), { recursive: true, force: true });
   await forceCleanup(dataDir, [path.join(dataDir, 'pool', 'pool.img')]);
 }
 

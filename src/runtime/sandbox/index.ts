@@ -22,7 +22,7 @@ export {
 } from './rootfs.js';
 export { ROOT_CAPS, checkSpec, type SandboxSpec } from './spec.js';
 export { GUEST_ID_BASE, GUEST_ID_COUNT, guestId, hostId } from './userns.js';
-export { Sandboxes, type SandboxesOptions, type StopOptions } from './run.js';
+export { sandboxRuntimeDir, Sandboxes, type SandboxesOptions, type StopOptions } from './run.js';
 export { MACHINE_RUNTIMES, type MachineRuntimeName } from './runtimes.js';
 export type { ExitStatus, SandboxRecord } from './protocol.js';
 export { cpuTicks, isRunning, type ProcRef } from './proc.js';

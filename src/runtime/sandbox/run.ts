@@ -49,6 +49,12 @@ export interface StopOptions {
 }
 
 /** The sandboxes of one host. */
+/** Where the sandboxes recorded in `runDir` keep runc's state and bundles (on /run). */
+export function sandboxRuntimeDir(runDir: string): string {
+  const key = createHash('sha256').update(path.resolve(runDir)).digest('hex').slice(0, 16);
+  return path.join('/run/pier/sandboxes', key);
+}
+
 export class Sandboxes {
   /** Keepers this instance started: their exit wakes `waitExit` at once. */
   private readonly keepers = new Map<string, ChildProcess>();
@@ -66,8 +72,7 @@ export class Sandboxes {
   private readonly runtimeDir: string;
 
   constructor(private readonly opts: SandboxesOptions) {
-    const key = createHash('sha256').update(path.resolve(opts.runDir)).digest('hex').slice(0, 16);
-    this.runtimeDir = path.join('/run/pier/sandboxes', key);
+    this.runtimeDir = sandboxRuntimeDir(opts.runDir);
   }
 
   /** `runc --root …`: the start of every command of the runtime new sandboxes start under. */
