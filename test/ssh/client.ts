@@ -8,8 +8,29 @@ import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
+import { busyboxLayer, type ImageSpec } from '../../src/runtime/images/build.test-helper.js';
 
 const execFileP = promisify(execFile);
+
+/**
+ * The image the gateway tests shell into: busybox httpd on 3000 as user `web` (1000) in
+ * `/srv`, which that user owns.
+ */
+export const SSH_BOX: ImageSpec = {
+  layers: [
+    busyboxLayer(),
+    [
+      {
+        path: 'etc/passwd',
+        content: 'root:x:0:0::/root:/bin/sh\nweb:x:1000:1000::/srv:/bin/sh\n',
+      },
+      { path: 'etc/group', content: 'root:x:0:\nweb:x:1000:\n' },
+      { path: 'srv/', uid: 1000, gid: 1000 },
+      { path: 'srv/index.html', content: 'served\n' },
+    ],
+  ],
+  config: { Cmd: ['httpd', '-f', '-p', '3000', '-h', '/srv'], User: 'web', WorkingDir: '/srv' },
+};
 
 export const SSH = '/usr/bin/ssh';
 

@@ -14,7 +14,6 @@ import net from 'node:net';
 import { readdir, readFile } from 'node:fs/promises';
 import * as pty from 'node-pty';
 import ssh2 from 'ssh2';
-import { busyboxLayer } from '../../src/runtime/images/build.test-helper.js';
 import type { Authenticator } from '../../src/services/authenticator.js';
 import { MAX_SESSIONS_PER_MACHINE } from '../../src/services/machines/exec-sessions.js';
 import { SSH_LIMITS } from '../../src/ssh-gateway/limits.js';
@@ -24,6 +23,7 @@ import { canRunMachines, startMachineBed, type MachineBed } from '../machines/be
 import { until } from '../machines/session.js';
 import {
   SSH,
+  SSH_BOX,
   baseOptions,
   runSsh,
   sshHome,
@@ -44,21 +44,7 @@ beforeAll(async () => {
   if (!canRunMachines) return;
   bed = await startMachineBed('sg', 150);
   home = await sshHome();
-  const image = await bed.image('sshbox:1', {
-    layers: [
-      busyboxLayer(),
-      [
-        {
-          path: 'etc/passwd',
-          content: 'root:x:0:0::/root:/bin/sh\nweb:x:1000:1000::/srv:/bin/sh\n',
-        },
-        { path: 'etc/group', content: 'root:x:0:\nweb:x:1000:\n' },
-        { path: 'srv/', uid: 1000, gid: 1000 },
-        { path: 'srv/index.html', content: 'served\n' },
-      ],
-    ],
-    config: { Cmd: ['httpd', '-f', '-p', '3000', '-h', '/srv'], User: 'web', WorkingDir: '/srv' },
-  });
+  const image = await bed.image('sshbox:1', SSH_BOX);
   expect((await bed.req('POST', '/v1/apps', { name: 'sshbox' })).status).toBe(201);
   expect((await bed.req('POST', '/v1/apps', { name: 'sshempty' })).status).toBe(201);
   const made = await bed.req('POST', '/v1/apps/sshbox/machines', { image });

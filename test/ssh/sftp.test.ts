@@ -13,11 +13,10 @@ import { randomBytes } from 'node:crypto';
 import { readFile, stat, truncate, writeFile } from 'node:fs/promises';
 import ssh2, { type SFTPWrapper } from 'ssh2';
 import path from 'node:path';
-import { busyboxLayer } from '../../src/runtime/images/build.test-helper.js';
 import { FILE_CAP_BYTES } from '../../src/services/machines/files.js';
 import type { TestOrg } from '../helpers/platform.js';
 import { canRunMachines, startMachineBed, type MachineBed } from '../machines/bed.js';
-import { baseOptions, runSsh, sshHome, type SshHome, type SshRun } from './client.js';
+import { baseOptions, runSsh, SSH_BOX, sshHome, type SshHome, type SshRun } from './client.js';
 
 let bed: MachineBed;
 let home: SshHome;
@@ -30,21 +29,7 @@ beforeAll(async () => {
   if (!canRunMachines) return;
   bed = await startMachineBed('sf', 110);
   home = await sshHome();
-  const image = await bed.image('sftpbox:1', {
-    layers: [
-      busyboxLayer(),
-      [
-        {
-          path: 'etc/passwd',
-          content: 'root:x:0:0::/root:/bin/sh\nweb:x:1000:1000::/srv:/bin/sh\n',
-        },
-        { path: 'etc/group', content: 'root:x:0:\nweb:x:1000:\n' },
-        { path: 'srv/', uid: 1000, gid: 1000 },
-        { path: 'srv/index.html', content: 'served\n' },
-      ],
-    ],
-    config: { Cmd: ['httpd', '-f', '-p', '3000', '-h', '/srv'], User: 'web', WorkingDir: '/srv' },
-  });
+  const image = await bed.image('sftpbox:1', SSH_BOX);
   expect((await bed.req('POST', '/v1/apps', { name: 'sftpbox' })).status).toBe(201);
   const made = await bed.req('POST', '/v1/apps/sftpbox/machines', { image });
   expect(made.status, JSON.stringify(made.body)).toBe(201);
