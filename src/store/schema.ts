@@ -130,6 +130,10 @@ export interface AppsTable {
   org_id: string;
   name: string;
   computer: Generated<boolean>;
+  /** The branch whose push deploys the app; null: `main` or `master` (services/git). */
+  git_production_branch: ColumnType<string | null, string | null | undefined, string | null>;
+  /** Whether a push of another branch deploys its preview (else it is only stored). */
+  git_branch_previews: Generated<boolean>;
   created_at: CreatedAt;
 }
 

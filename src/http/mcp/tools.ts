@@ -439,6 +439,31 @@ export const TOOLS: ToolRoute[] = [
     params: { name: 'app' },
     input: z.object({ app, preview: name('The preview’s name.') }),
   },
+  // Git settings (issue #26).
+  {
+    name: 'app_git_get',
+    description:
+      'Read an app’s Git settings: its production branch (null: main or master), whether a push of another branch deploys its preview, and the HTTPS and SSH push URLs.',
+    route: 'GET /v1/apps/:name/git',
+    params: { name: 'app' },
+    input: z.object({ app }),
+  },
+  {
+    name: 'app_git_set',
+    description:
+      'Set an app’s production branch (null: back to main or master) and whether a push of another branch deploys its preview (false: the branch is stored, nothing deploys); a field left out keeps its value.',
+    route: 'PUT /v1/apps/:name/git',
+    params: { name: 'app' },
+    input: z.object({
+      app,
+      productionBranch: z
+        .string()
+        .nullable()
+        .optional()
+        .describe('A git branch name, or null for the default (main or master).'),
+      branchPreviews: z.boolean().optional(),
+    }),
+  },
   // Secrets.
   {
     name: 'secrets_list',

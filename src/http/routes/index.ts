@@ -13,6 +13,7 @@ import { udpRoutes } from './apps/udp.js';
 import { buildRoutes } from './builds/builds.js';
 import { deployRoutes } from './deploys/deploys.js';
 import { gitRoutes } from './git/git.js';
+import { gitSettingsRoutes } from './git/settings.js';
 import { previewRoutes } from './previews/previews.js';
 import { bucketRoutes } from './buckets/buckets.js';
 import { bucketCorsRoutes } from './buckets/cors.js';
@@ -63,6 +64,7 @@ export async function registerRoutes(app: FastifyInstance, deps: AppDeps): Promi
     buildRoutes,
     deployRoutes,
     gitRoutes,
+    gitSettingsRoutes,
     previewRoutes,
     secretRoutes,
     bucketRoutes,

@@ -1,13 +1,15 @@
 /**
  * What a push does, run for the pre-receive hook while the pushed objects wait in
- * quarantine: the same steps as `pier deploy`, through the same services, to the app for
- * its production branch and to the branch's preview (made by the first push of it, the
- * app's `<app>--<branch>`) for any other; deleting that branch removes its preview. The commit's tree goes into the sources store (`git archive` streamed into
- * `uploadSource`, which caps it and checks every entry: links out of the tree, `..`,
- * devices), a build runs with its log relayed line by line, then a deploy of
- * `build:<id>` is followed step by step, and the app's URL ends the output. The answer
- * is the hook's exit code: 0 only once the release is live, so a failed build or deploy
- * refuses the push (the branch does not move; the live release serves on).
+ * quarantine, by the app's Git settings (settings.ts): the same steps as `pier deploy`,
+ * through the same services, to the app for its production branch and to the branch's
+ * preview (made by the first push of it, the app's `<app>--<branch>`) for any other;
+ * with branch previews off, another branch is stored and deploys nothing; deleting a
+ * branch removes its preview. The commit's tree goes into the sources store (`git
+ * archive` streamed into `uploadSource`, which caps it and checks every entry: links out
+ * of the tree, `..`, devices), a build runs with its log relayed line by line, then a
+ * deploy of `build:<id>` is followed step by step, and the app's URL ends the output. The
+ * answer is the hook's exit code: 0 only once the release is live, so a failed build or
+ * deploy refuses the push (the branch does not move; the live release serves on).
  */
 import { StringDecoder } from 'node:string_decoder';
 import { ApiError } from '../../errors/api-error.js';
@@ -26,7 +28,15 @@ import {
   listPreviews,
   removePreviewsOfBranch,
 } from '../previews/previews.js';
-import { parseUpdates, planPush, previewNameOf, ZERO_ID, type RefUpdate } from './plan.js';
+import {
+  parseUpdates,
+  planPush,
+  previewNameOf,
+  productionBranchesOf,
+  ZERO_ID,
+  type RefUpdate,
+} from './plan.js';
+import { pushSettingsOf, type AppPushSettings } from './settings.js';
 
 /** How often a deploy is read while followed (as `pier deploy` does). */
 const POLL_MS = 500;
@@ -72,10 +82,15 @@ async function decide(run: PushRun): Promise<void> {
   const { ctx, say } = run;
   const updates = parseUpdates(run.request.updates);
   if (!updates) throw new Refusal('git sent ref updates pier cannot read');
-  const plan = planPush(updates);
+  const settings = await pushSettingsOf(ctx.db, (await findApp(ctx.db, run.orgId, run.appName)).id);
+  const plan = planPush(updates, settings);
   if (plan.kind === 'refuse') throw new Refusal(plan.reason);
   if (plan.kind === 'keep') {
     say(`pier: ${plan.tags.length} tag(s) kept; only branches deploy\n`);
+    return;
+  }
+  if (plan.kind === 'store') {
+    sayStored(run, plan.branch, settings);
     return;
   }
   await run.lock();
@@ -113,6 +128,27 @@ async function decide(run: PushRun): Promise<void> {
     }
     throw err;
   }
+}
+
+/**
+ * A branch that deploys nothing (branch previews are off, or the app is a preview): the
+ * push lands, and says why nothing else happens and how to have previews.
+ */
+function sayStored(run: PushRun, branch: string, settings: AppPushSettings): void {
+  const production = productionBranchesOf(settings).join(' or ');
+  const app = run.appName;
+  if (settings.previewOf !== undefined) {
+    run.say(
+      `pier: ${branch} is stored and deploys nothing: ${app} is a preview of ${settings.previewOf}, and makes no previews; only ${production} deploys it\n`,
+    );
+    return;
+  }
+  run.say(
+    `pier: ${branch} is stored and deploys nothing: branch previews are off for ${app} (only ${production} deploys)\n`,
+  );
+  run.say(
+    `pier: to deploy branches to previews: pier apps git ${app} --branch-previews on (PUT /v1/apps/${app}/git {"branchPreviews":true})\n`,
+  );
 }
 
 /**

@@ -1,11 +1,13 @@
 /**
  * What a push asks for, read from the ref updates git hands the pre-receive hook, and
- * what pier does with it. The production branch, `main` (or `master`, for repositories
- * that still use it), deploys the app; any other branch deploys its own preview of the
- * app (services/previews), and deleting that branch removes the preview; tags are kept
- * and deploy nothing. One branch a push; deleting a production branch is refused. The
- * hook decides for the whole push: one refused ref refuses all of it.
+ * what pier does with it, by the app's Git settings (settings.ts). The production branch
+ * (the one set, else `main` or `master`, for repositories that still use it) deploys the
+ * app; any other branch deploys its own preview of the app (services/previews), or, with
+ * branch previews off, is only stored; deleting a branch removes its preview; tags are
+ * kept and deploy nothing. One branch a push; deleting the production branch is refused.
+ * The hook decides for the whole push: one refused ref refuses all of it.
  */
+import { DEFAULT_PRODUCTION_BRANCHES } from '../../contracts/git.js';
 import { OBJECT_ID } from '../../runtime/git/archive.js';
 
 export interface RefUpdate {
@@ -16,12 +18,29 @@ export interface RefUpdate {
 
 export const ZERO_ID = '0'.repeat(40);
 
-/** The branches that deploy to the app itself. */
-export const PRODUCTION_BRANCHES = ['main', 'master'];
+/** An app's Git settings, as a push needs them (`GET /v1/apps/:name/git`). */
+export interface PushSettings {
+  /** The branch that deploys the app; null: `main` or `master`. */
+  productionBranch: string | null;
+  /** Whether another branch deploys its preview; false: it is stored, nothing more. */
+  branchPreviews: boolean;
+}
+
+/** What an app had before it had settings: main or master deploys, branches preview. */
+export const DEFAULT_PUSH_SETTINGS: PushSettings = { productionBranch: null, branchPreviews: true };
+
+/** The branches whose push deploys the app itself. */
+export function productionBranchesOf(settings: PushSettings): string[] {
+  return settings.productionBranch === null
+    ? DEFAULT_PRODUCTION_BRANCHES
+    : [settings.productionBranch];
+}
 
 export type PushPlan =
   | { kind: 'deploy'; update: RefUpdate; branch: string; tags: RefUpdate[] }
   | { kind: 'preview'; update: RefUpdate; branch: string; tags: RefUpdate[] }
+  /** Branch previews are off: the branch moves, nothing deploys. */
+  | { kind: 'store'; update: RefUpdate; branch: string; tags: RefUpdate[] }
   | { kind: 'unpreview'; branch: string; tags: RefUpdate[] }
   | { kind: 'keep'; tags: RefUpdate[] }
   | { kind: 'refuse'; reason: string };
@@ -40,7 +59,8 @@ export function parseUpdates(text: string): RefUpdate[] | undefined {
   return out;
 }
 
-export function planPush(updates: RefUpdate[]): PushPlan {
+export function planPush(updates: RefUpdate[], settings: PushSettings): PushPlan {
+  const production = productionBranchesOf(settings);
   const branches: { update: RefUpdate; branch: string }[] = [];
   const tags: RefUpdate[] = [];
   for (const u of updates) {
@@ -53,7 +73,7 @@ export function planPush(updates: RefUpdate[]): PushPlan {
     if (branch === undefined) {
       return { kind: 'refuse', reason: `${u.ref}: only branches and tags can be pushed` };
     }
-    if (u.new === ZERO_ID && PRODUCTION_BRANCHES.includes(branch)) {
+    if (u.new === ZERO_ID && production.includes(branch)) {
       return {
         kind: 'refuse',
         reason: `deleting ${u.ref} is refused: pier keeps what it deployed (delete the app to stop it)`,
@@ -65,13 +85,10 @@ export function planPush(updates: RefUpdate[]): PushPlan {
   const [one] = branches;
   if (!one) return { kind: 'keep', tags };
   const { update, branch } = one;
+  // A deleted branch takes its preview along, whether previews are on now or not.
   if (update.new === ZERO_ID) return { kind: 'unpreview', branch, tags };
-  return {
-    kind: PRODUCTION_BRANCHES.includes(branch) ? 'deploy' : 'preview',
-    update,
-    branch,
-    tags,
-  };
+  if (production.includes(branch)) return { kind: 'deploy', update, branch, tags };
+  return { kind: settings.branchPreviews ? 'preview' : 'store', update, branch, tags };
 }
 
 /**
