@@ -177,3 +177,51 @@ describe('pier secrets', () => {
     expect(res.stdout + res.stderr).not.toContain(value);
   });
 });
+
+describe('pier apps git', () => {
+  it('shows the settings and push URLs, changes them, and goes back to the default', async () => {
+    expect((await pier(['apps', 'create', 'cli-git'])).code).toBe(0);
+    const shown = await pier(['apps', 'git', 'cli-git']);
+    expect(shown.stderr).toBe('');
+    expect(shown.stdout).toMatch(/^Production branch: +main or master \(the default\)$/m);
+    expect(shown.stdout).toMatch(/^Branch previews: +on: a push of another branch deploys/m);
+    expect(shown.stdout).toMatch(
+      new RegExp(`^Push over HTTPS: +${tp.url.replace(/\./g, '\\.')}/git/cli-git\\.git$`, 'm'),
+    );
+    expect(shown.stdout).toMatch(/^Push over SSH: +ssh:\/\/git@127\.0\.0\.1:\d+\/cli-git\.git$/m);
+
+    const set = await pier([
+      'apps',
+      'git',
+      'cli-git',
+      '--production-branch',
+      'trunk',
+      '--branch-previews',
+      'off',
+    ]);
+    expect(set.code, set.stderr).toBe(0);
+    expect(set.stdout).toMatch(/^Production branch: +trunk$/m);
+    expect(set.stdout).toMatch(/^Branch previews: +off: a push of another branch is stored/m);
+    const api = await tp.request('GET', '/v1/apps/cli-git/git', { token: org.token });
+    expect(api.body).toMatchObject({ productionBranch: 'trunk', branchPreviews: false });
+
+    const [back, json, bad, badBranch] = await Promise.all([
+      pier(['apps', 'git', 'cli-git', '--no-production-branch', '--branch-previews', 'on']),
+      pier(['apps', 'git', 'cli-git', '--json']),
+      pier(['apps', 'git', 'cli-git', '--branch-previews', 'maybe']),
+      pier(['apps', 'git', 'nowhere', '--production-branch', 'a..b']),
+    ]);
+    expect(back.code, back.stderr).toBe(0);
+    expect(back.stdout).toMatch(/^Production branch: +main or master \(the default\)$/m);
+    expect(JSON.parse(json.stdout)).toMatchObject({ app: 'cli-git', pushUrls: {} });
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toMatch(/give on or off/);
+    expect(badBranch.code).toBe(1);
+    expect(badBranch.stderr).toMatch(
+      /^pier: .+ \(bad-request\)\n {2}- productionBranch: a branch name that may not contain '\.\.'\n$/,
+    );
+    expect(
+      (await tp.request('GET', '/v1/apps/cli-git/git', { token: org.token })).body,
+    ).toMatchObject({ productionBranch: null, branchPreviews: true });
+  });
+});

@@ -6,7 +6,9 @@
  * app serves the pushed content through the proxy; a second push with one file changed
  * reuses the build cache; a push whose build fails is refused, the branch stays where it
  * was and the release before serves on; of two pushes at once, one deploys and the other,
- * made against the branch before it, waits and is refused.
+ * made against the branch before it, waits and is refused. The app's Git settings: with
+ * branch previews off a branch is stored and makes no preview; with a production branch
+ * set, that branch deploys the app and main is a branch like any.
  */
 import http from 'node:http';
 import path from 'node:path';
@@ -38,12 +40,19 @@ function push(dir: string) {
   return git.run(['push', pushUrl(bed.tp.url, 'web', bed.org.token), 'main'], dir);
 }
 
-/** The commit main names in the app's repository on pier's disk. */
-async function serverMain(): Promise<string> {
+/** The commit a branch names in the app's repository on pier's disk ('' for none). */
+async function serverRef(branch: string): Promise<string> {
   const app = (await bed.req('GET', '/v1/apps/web')).body;
   const repo = path.join(bed.tp.dataDir, 'builds', 'git', `${app.id}.git`);
-  return git.must(['--git-dir', repo, 'rev-parse', 'refs/heads/main'], '/');
+  const r = await git.run(
+    ['--git-dir', repo, 'rev-parse', '--verify', '-q', `refs/heads/${branch}`],
+    '/',
+  );
+  return r.stdout.trim();
 }
+
+/** The commit main names in the app's repository on pier's disk. */
+const serverMain = () => serverRef('main');
 
 /** A step before the COPY, so that a change of the tree leaves it cached. */
 const dockerfile = (extra = '') =>
@@ -259,6 +268,58 @@ describe.skipIf(!canRunMachines)('git push deploys', () => {
       expect(shell.stderr).toContain(`pier: ${GIT_ONLY}`);
     } finally {
       await home.remove();
+    }
+  }, 180_000);
+
+  it('follows the app’s Git settings: previews off stores a branch and makes nothing; the production branch set deploys', async () => {
+    const url = pushUrl(bed.tp.url, 'web', bed.org.token);
+    const live = await serverMain();
+    try {
+      expect((await bed.req('PUT', '/v1/apps/web/git', { branchPreviews: false })).status).toBe(
+        200,
+      );
+      await git.must(['checkout', '--quiet', '-B', 'side', live], site);
+      await git.commit(site, { 'index.html': 'a side branch\n' }, 'side');
+      const stored = await git.run(['push', url, 'side'], site);
+      expect(stored.code, stored.stderr).toBe(0);
+      expect(remoteLines(stored.stderr)).toEqual([
+        'pier: side is stored and deploys nothing: branch previews are off for web (only main or master deploys)',
+        'pier: to deploy branches to previews: pier apps git web --branch-previews on (PUT /v1/apps/web/git {"branchPreviews":true})',
+      ]);
+      expect(await serverRef('side')).toBe(await git.must(['rev-parse', 'HEAD'], site));
+      expect((await bed.req('GET', '/v1/apps/web/previews')).body).toEqual([]);
+      expect((await bed.req('GET', '/v1/apps/web--side')).status).toBe(404);
+      const gone = await git.run(['push', url, '--delete', 'side'], site);
+      expect(gone.code, gone.stderr).toBe(0);
+      expect(remoteLines(gone.stderr)).toEqual(['pier: branch side deleted; it had no preview']);
+
+      // trunk deploys the app (its build reuses the cached step); main is then only stored.
+      const set = await bed.req('PUT', '/v1/apps/web/git', { productionBranch: 'trunk' });
+      expect(set.body).toMatchObject({ productionBranch: 'trunk', branchPreviews: false });
+      await git.must(['checkout', '--quiet', '-B', 'trunk', live], site);
+      await git.commit(site, { 'index.html': 'from trunk\n' }, 'trunk');
+      const deployed = await git.run(['push', url, 'trunk'], site);
+      expect(deployed.code, deployed.stderr).toBe(0);
+      const lines = remoteLines(deployed.stderr);
+      const head = await git.must(['rev-parse', 'HEAD'], site);
+      expect(lines[0]).toBe(`pier: deploying trunk (${head.slice(0, 12)}) to web`);
+      expect(lines.at(-1)).toMatch(/^pier: release v\d+ of web is live: /);
+      expect((await viaProxy('web', '/index.html')).text).toBe('from trunk\n');
+      expect(await serverRef('trunk')).toBe(head);
+
+      const main = await git.run(['push', url, 'trunk:main'], site);
+      expect(main.code, main.stderr).toBe(0);
+      expect(remoteLines(main.stderr)[0]).toBe(
+        'pier: main is stored and deploys nothing: branch previews are off for web (only trunk deploys)',
+      );
+      const noTrunk = await git.run(['push', url, '--delete', 'trunk'], site);
+      expect(noTrunk.code).not.toBe(0);
+      expect(remoteLines(noTrunk.stderr)[0]).toMatch(
+        /^pier: deleting refs\/heads\/trunk is refused/,
+      );
+      expect(await serverRef('trunk')).toBe(head);
+    } finally {
+      await bed.req('PUT', '/v1/apps/web/git', { productionBranch: null, branchPreviews: true });
     }
   }, 180_000);
 });

@@ -4,11 +4,13 @@
  * credentials (401 with `WWW-Authenticate: Basic`, so git asks), a read-only key, a key
  * for another app, an agent token for another app, a production agent token, a revoked
  * key, another organization's key (answered like an app that does not exist), while a
- * `deploy:<app>` key gets through to the build. What may be pushed: a branch other than
- * main (no previews yet), a link out of the tree, a pack past the cap, an object git's
- * fsck refuses; fetching and cloning are not offered. A push whose build fails is refused
- * and leaves the branch where it was. The SSH gateway's entrance (`serveGitReceivePack`)
- * takes a whole receive-pack conversation over one stream.
+ * `deploy:<app>` key gets through to the build. What may be pushed: a branch whose name
+ * makes no preview, two branches at once, a link out of the tree, a pack past the cap, an
+ * object git's fsck refuses; fetching and cloning are not offered. A push whose build
+ * fails is refused and leaves the branch where it was. With branch previews off (and in
+ * a preview's own repository) another branch is stored and nothing is made. The SSH
+ * gateway's entrance (`serveGitReceivePack`) takes a whole receive-pack conversation over
+ * one stream.
  */
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
@@ -233,6 +235,49 @@ describe('git push: what may be pushed', () => {
     expect(f.stderr).toMatch(/^remote: error: object [0-9a-f]+: hasDotgit/m);
     expect(f.stderr).not.toMatch(/remote: pier:/);
     expect(await serverRef('web')).toBe('');
+  }, 60_000);
+});
+
+describe('git push: branches that deploy nothing', () => {
+  it('with branch previews off, a branch is stored and makes no preview; a preview’s own repository stores them too', async () => {
+    const setGit = (app: string, body: unknown) =>
+      tp.request('PUT', `/v1/apps/${app}/git`, { token: org.token, body });
+    expect((await setGit('web', { branchPreviews: false })).status).toBe(200);
+    try {
+      const head = await git.must(['rev-parse', 'HEAD'], plain);
+      const r = await push(plain, 'web', org.token, 'main:topic');
+      expect(r.code, r.stderr).toBe(0);
+      expect(remoteLines(r.stderr)[0]).toBe(
+        'pier: topic is stored and deploys nothing: branch previews are off for web (only main or master deploys)',
+      );
+      expect(await serverRef('web', 'refs/heads/topic')).toBe(head);
+      // A name that could make no preview is stored just the same: no preview is asked for.
+      expect((await push(plain, 'web', org.token, 'main:___')).code).toBe(0);
+      // (Deleted again: the SSH entrance's test below wants it refused.)
+      const gone = await push(plain, 'web', org.token, ':___');
+      expect(remoteLines(gone.stderr)).toEqual(['pier: branch ___ deleted; it had no preview']);
+      const builds = await tp.request('GET', '/v1/apps/web/builds', { token: org.token });
+      expect(builds.body).toHaveLength(1); // the deploy:web key's, above: none for these
+      expect((await tp.request('GET', '/v1/apps/web/previews', { token: org.token })).body).toEqual(
+        [],
+      );
+    } finally {
+      await setGit('web', { branchPreviews: true });
+    }
+    const made = await tp.request('POST', '/v1/apps/web/previews', {
+      token: org.token,
+      body: { name: 'pv' },
+    });
+    expect(made.status, JSON.stringify(made.body)).toBe(202);
+    const r = await push(plain, 'web--pv', org.token, 'main:topic');
+    expect(r.code, r.stderr).toBe(0);
+    expect(remoteLines(r.stderr)).toEqual([
+      'pier: topic is stored and deploys nothing: web--pv is a preview of web, and makes no previews; only main or master deploys it',
+    ]);
+    expect(await serverRef('web--pv', 'refs/heads/topic')).not.toBe('');
+    expect(
+      (await tp.request('DELETE', '/v1/apps/web/previews/pv', { token: org.token })).status,
+    ).toBe(204);
   }, 60_000);
 });
 

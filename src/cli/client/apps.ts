@@ -1,6 +1,7 @@
-/** `pier apps list|create|show|delete` (CONTRACT 3). */
+/** `pier apps list|create|show|delete` (CONTRACT 3), and `pier apps git` (apps-git.ts). */
 import type { Command } from 'commander';
 import { apiPath } from './api-client.js';
+import { registerAppsGit } from './apps-git.js';
 import { type CommonOptions, connect, withCommonOptions } from './connect.js';
 import { action } from './errors.js';
 import { printFields, printJson, printTable, say, when } from './output.js';
@@ -59,4 +60,6 @@ export function registerApps(program: Command): void {
         say(`Deleted app ${name}.`);
       }),
     );
+
+  registerAppsGit(apps);
 }

@@ -18,3 +18,4 @@ export type { Zone } from '../../contracts/zones.js';
 export type { Build, Source } from '../../contracts/builds.js';
 export type { Deploy, Release } from '../../contracts/deploys.js';
 export type { Preview } from '../../contracts/previews.js';
+export type { AppGit } from '../../contracts/git.js';
