@@ -258,6 +258,58 @@ describe('previews page', () => {
     );
     expect((await v.get('/console/apps/theirs-ch/previews')).status).toBe(404);
   });
+
+  it('shows where to push and the Git settings, and changes them through /v1', async () => {
+    expect(
+      (await tp.request('POST', '/v1/apps', { token: org.token, body: { name: 'git-ch' } })).status,
+    ).toBe(201);
+    const v = await signedIn();
+    const page = await v.get('/console/apps/git-ch/previews');
+    expect(page.status).toBe(200);
+    expect(page.text).toContain(`${tp.url}/git/git-ch.git`);
+    expect(page.text).toMatch(/ssh:\/\/git@127\.0\.0\.1:\d+\/git-ch\.git/);
+    expect(page.text).toContain('data-production="main or master"');
+    expect(page.text).toContain('data-previews="on"');
+    const set = await v.post('/console/apps/git-ch/git', {
+      productionBranch: 'trunk',
+      branchPreviews: 'off',
+      _csrf: await v.csrf(),
+    });
+    expect(set.status, set.text).toBe(303);
+    expect(set.headers.get('location')).toBe('/console/apps/git-ch/previews');
+    const api = await tp.request('GET', '/v1/apps/git-ch/git', { token: org.token });
+    expect(api.body).toMatchObject({ productionBranch: 'trunk', branchPreviews: false });
+    const after = await v.get('/console/apps/git-ch/previews');
+    expect(after.text).toContain('data-production="trunk"');
+    expect(after.text).toContain('data-previews="off"');
+    // The route's refusal, with the field it names; nothing changes.
+    const bad = await v.post('/console/apps/git-ch/git', {
+      productionBranch: 'a..b',
+      branchPreviews: 'maybe',
+      _csrf: await v.csrf(),
+    });
+    expect(bad.status).toBe(400);
+    expect(bad.text).toContain('productionBranch');
+    expect(bad.text).toContain('branchPreviews');
+    const back = await v.post('/console/apps/git-ch/git', {
+      productionBranch: '',
+      branchPreviews: 'on',
+      _csrf: await v.csrf(),
+    });
+    expect(back.status).toBe(303);
+    expect(
+      (await tp.request('GET', '/v1/apps/git-ch/git', { token: org.token })).body,
+    ).toMatchObject({ productionBranch: null, branchPreviews: true });
+    const theirs = await v.post('/console/apps/theirs-ch/git', {
+      productionBranch: '',
+      branchPreviews: 'off',
+      _csrf: await v.csrf(),
+    });
+    expect(theirs.status).toBe(404);
+    expect(
+      (await tp.request('GET', '/v1/apps/theirs-ch/git', { token: other.token })).body,
+    ).toMatchObject({ branchPreviews: true });
+  });
 });
 
 describe('another organization', () => {

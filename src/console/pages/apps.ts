@@ -153,7 +153,7 @@ export const appsFamily: PageFamily = {
         nav: 'apps',
         body: html`<p>
             <a href="${appPath(name)}/deploys">Deploys, builds and releases</a> ·
-            <a href="${appPath(name)}/previews">Previews</a> ·
+            <a href="${appPath(name)}/previews">Git push and previews</a> ·
             <a href="${appPath(name)}/edge">Protection, network policy and UDP endpoints</a> ·
             <a href="${appPath(name)}/domains">Custom domains</a>
           </p>

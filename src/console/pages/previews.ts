@@ -1,9 +1,12 @@
 /**
- * An app's previews page (issue #26 item 3): its preview environments with their state,
- * address, release, database branches and expiry; a form to make one; a delete button on
- * each. The list refreshes itself (htmx, every 2 s) while a preview is being made. Every
- * read and action is the `/v1` route's.
+ * An app's Git push and previews page (issue #26): where to push, the app's Git settings
+ * (the production branch, whether other branches deploy previews) with a form to change
+ * them; its preview environments with their state, address, release, database branches
+ * and expiry; a form to make one; a delete button on each. The list refreshes itself
+ * (htmx, every 2 s) while a preview is being made. Every read and action is the `/v1`
+ * route's.
  */
+import type { AppGit } from '../../contracts/git.js';
 import type { Preview } from '../../contracts/previews.js';
 import { html, type Html } from '../html.js';
 import { csrfField } from '../layout.js';
@@ -67,6 +70,60 @@ function previewsTable(c: PageContext, app: string, list: Preview[]): Html {
   );
 }
 
+/** Where to push, the settings, and their form (a preview's makes no previews). */
+function gitSection(c: PageContext, app: string, g: AppGit): Html {
+  const production = g.productionBranches.join(' or ');
+  const previews = g.branchPreviews ? 'on' : 'off';
+  return html`<h2>Git push</h2>
+    <dl class="facts git">
+      <dt>Push over HTTPS</dt>
+      <dd><code>${g.pushUrls.https}</code> (an API key as the password)</dd>
+      <dt>Push over SSH</dt>
+      <dd><code>${g.pushUrls.ssh}</code> (a key added with <code>pier ssh-keys add</code>)</dd>
+      <dt>Production branch</dt>
+      <dd data-production="${production}">
+        ${production}${g.productionBranch === null ? ' (the default)' : ''}: its push deploys ${app}
+      </dd>
+      <dt>Branch previews</dt>
+      <dd data-previews="${previews}">
+        ${
+          g.previewOf !== undefined
+            ? html`off: ${app} is a preview of <a href="${appPath(g.previewOf)}">${g.previewOf}</a>`
+            : g.branchPreviews
+              ? html`on: a push of another branch deploys its preview
+                  <code>${app}--&lt;branch&gt;</code>`
+              : 'off: a push of another branch is stored and deploys nothing'
+        }
+      </dd>
+    </dl>
+    <form method="post" action="${appPath(app)}/git" class="stack git-settings">
+      ${csrfField(c.session.csrf)}
+      <label
+        >Production branch (empty: main or master)
+        <input name="productionBranch" maxlength="255" value="${g.productionBranch ?? ''}" />
+      </label>
+      ${
+        g.previewOf !== undefined
+          ? ''
+          : html`<label
+              >Branch previews
+              <select name="branchPreviews">
+                <option value="on" ${g.branchPreviews ? 'selected' : ''}>
+                  on: other branches deploy their previews
+                </option>
+                <option value="off" ${g.branchPreviews ? '' : 'selected'}>
+                  off: other branches are only stored
+                </option>
+              </select></label
+            >`
+      }
+      <button type="submit">Save Git settings</button>
+    </form>
+    <p class="muted">
+      Turning previews off leaves the previews there are until they expire or are deleted.
+    </p>`;
+}
+
 /** The list, polled while a preview is being made. */
 async function livePreviews(c: PageContext, app: string): Promise<Html> {
   const list = await c.api.call<Preview[]>('GET', `/v1/apps/${enc(app)}/previews`);
@@ -85,11 +142,13 @@ export const previewsFamily: PageFamily = {
     router.page('/console/apps/:name/previews', async (c) => {
       const name = c.params.name!;
       // Read first: another organization's app is a 404 page, like a missing one.
-      await c.api.call('GET', `/v1/apps/${enc(name)}`);
+      const git = await c.api.call<AppGit>('GET', `/v1/apps/${enc(name)}/git`);
       return {
-        title: `Previews of ${name}`,
+        title: `Git push and previews of ${name}`,
         nav: 'apps',
         body: html`<p>App <a href="${appPath(name)}">${name}</a></p>
+          ${gitSection(c, name, git)}
+          <h2>Previews</h2>
           <p class="muted">
             A preview is <code>${name}--&lt;preview&gt;</code>: its own address, the app’s live
             release, secrets and protection, a branch of each attached database in place of the
@@ -107,6 +166,7 @@ export const previewsFamily: PageFamily = {
             <button type="submit">Make preview</button>
           </form>`,
         commands: [
+          { pier: `pier apps git ${name}`, method: 'GET', path: `/v1/apps/${enc(name)}/git` },
           {
             pier: `pier previews --app ${name}`,
             method: 'GET',
@@ -132,6 +192,21 @@ export const previewsFamily: PageFamily = {
       const ttl = days ? (/^\d+$/.test(days) ? Number(days) * 86400 : days) : undefined;
       await c.api.call('POST', `/v1/apps/${enc(name)}/previews`, {
         body: { name: c.form.name ?? '', ...(ttl !== undefined ? { ttlSeconds: ttl } : {}) },
+      });
+      return redirect(previewsPath(name));
+    });
+
+    router.action('/console/apps/:name/git', async (c) => {
+      const name = c.params.name!;
+      const branch = c.form.productionBranch?.trim() ?? '';
+      const previews = c.form.branchPreviews;
+      // A value that is neither on nor off goes to the route as is: its 400 names the field.
+      const on = previews === 'on' ? true : previews === 'off' ? false : previews;
+      await c.api.call('PUT', `/v1/apps/${enc(name)}/git`, {
+        body: {
+          productionBranch: branch || null,
+          ...(on !== undefined ? { branchPreviews: on } : {}),
+        },
       });
       return redirect(previewsPath(name));
     });
