@@ -268,6 +268,15 @@ describe.skipIf(!canRunMachines)('builds', () => {
     expect((await list()).stdout.trim(), 'working containers').toBe('');
   });
 
+  it('gives back the network lent while a base image failed to pull', async () => {
+    // The RUN step's network is made while the bases are pulled (local-builder.ts).
+    const missing = base.replace(/base:1$/, 'missing:1');
+    const failed = await build('slow', { Dockerfile: `FROM ${missing}\nRUN true\n` });
+    expect(failed.build.state, failed.log).toBe('failed');
+    expect(failed.build.error).toMatch(/could not be pulled/);
+    expect(await buildNetworkLeft(bed.tp.dataDir, failed.build.id)).toEqual([]);
+  });
+
   it("is another organization's only as build-not-found", async () => {
     expect((await bed.req('GET', `/v1/builds/${built.id}`, undefined, other.token)).body.code).toBe(
       'build-not-found',

@@ -255,6 +255,8 @@ export class LocalBuilder implements SourceBuilder {
     const log = createWriteStream(spec.logFile, { flags: 'a', mode: 0o600 });
     const deadline = Date.now() + this.opts.limits.timeoutS * 1000;
     let ended = false;
+    let lending: Promise<BuildNetwork | undefined> | undefined;
+    let released: Promise<void> | undefined;
     try {
       // Passable (not readable) by the remapped root of the RUN containers.
       await mkdir(scratch, { mode: 0o711 });
@@ -273,6 +275,13 @@ export class LocalBuilder implements SourceBuilder {
       }
       await unpackSource(spec.source, context);
       const original = await this.dockerfileText(spec, context);
+      // The RUN steps' network is lent for the length of `bud` only, and only to a
+      // Dockerfile that has a RUN step (nothing else runs code: base images come as OCI
+      // layouts, whose ONBUILD triggers buildah ignores). It is made while the base images
+      // are pulled (rewriting FROM lines adds or removes no RUN step).
+      lending = RUN_STEP.test(original) ? this.lendNetwork(spec.id) : undefined;
+      // Awaited below; a failure before then must not go unhandled meanwhile.
+      lending?.catch(() => undefined);
       const { text } = await rewriteBases(original, (ref) =>
         this.baseLayout(ref, bases, log, spec.signal),
       );
@@ -285,10 +294,7 @@ export class LocalBuilder implements SourceBuilder {
       // One name per app's storage, moved by each build (they run one at a time): the
       // newest build's image and the layers under it are the cache of the next.
       const tag = 'localhost/pier-build/newest';
-      // The RUN steps' network is lent for the length of `bud` only, and only to a
-      // Dockerfile that has a RUN step (nothing else runs code: base images come as OCI
-      // layouts, whose ONBUILD triggers buildah ignores).
-      const net = RUN_STEP.test(text) ? await this.lendNetwork(spec.id) : undefined;
+      const net = await lending;
       // A step that keeps forking past the process cap is a fork bomb: cut at once rather
       // than left to churn until the time cap.
       const cut = new AbortController();
@@ -322,11 +328,8 @@ export class LocalBuilder implements SourceBuilder {
         bud = await budRun;
       } finally {
         clearInterval(watch);
-        await net
-          ?.release()
-          .catch((err: Error) =>
-            this.opts.log.warn({ build: spec.id, err: err.message }, 'build network not released'),
-          );
+        // Given back while the image is exported (awaited before the build ends).
+        released = net?.release();
       }
       if (bud.timedOut) {
         throw new BuildFailure(
@@ -374,6 +377,11 @@ export class LocalBuilder implements SourceBuilder {
         throw new BuildFailure(err.message);
       throw err;
     } finally {
+      // A network lent while a base image failed to pull was never used: given back too.
+      released ??= lending?.then((net) => net?.release()).catch(() => undefined);
+      await released?.catch((err: Error) =>
+        this.opts.log.warn({ build: spec.id, err: err.message }, 'build network not released'),
+      );
       await new Promise<void>((resolve) => log.end(resolve));
       await killCgroup(cgroups, group);
       await rm(work, { recursive: true, force: true }).catch(() => undefined);
